@@ -1,0 +1,1 @@
+"""Timer stores behind one protocol; imports nothing else of timerstore."""

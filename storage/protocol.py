@@ -1,0 +1,188 @@
+"""The TimerStore protocol: what the engine and the API need from any store.
+
+Both the RocksDB store (``storage.rocks``) and the RIP-43 wheel store (``storage.wheel``)
+implement it, so the engine and the API never know which one they drive. Times are
+integer epoch milliseconds everywhere.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import msgspec
+
+from storage.codec import TimerRecord
+
+
+class TimerState(enum.StrEnum):
+    PENDING = "pending"
+    IN_FLIGHT = "in_flight"
+    DELIVERED = "delivered"
+    DEAD_LETTERED = "dead_lettered"
+
+
+class CancelOutcome(enum.StrEnum):
+    REMOVED = "removed"  # it will never be delivered
+    UNKNOWN = "unknown"  # the store has no such timer (never scheduled, or expired from done)
+    TOO_LATE = "too_late"  # in flight or already delivered; see CancelResult.state
+
+
+class NewTimer(msgspec.Struct, frozen=True):
+    """A validated request to deliver ``payload`` to ``topic`` at ``deliver_at_ms``."""
+
+    topic: str
+    id: str
+    deliver_at_ms: int
+    payload: bytes = b""
+    headers: dict[str, str] = {}
+    binary: bool = False
+
+
+class ScheduleResult(msgspec.Struct, frozen=True):
+    topic: str
+    id: str
+    deliver_at_ms: int  # the time the store will deliver at (past-due requests are clamped)
+    created_at_ms: int
+    replaced: bool  # True when an existing pending timer of the same identity was replaced
+
+
+class CancelResult(msgspec.Struct, frozen=True):
+    outcome: CancelOutcome
+    state: TimerState | None = None  # the state that made it too late
+
+
+class DueTimer(msgspec.Struct, frozen=True):
+    """A timer handed to the engine for delivery; ``key`` is the store's own handle."""
+
+    key: bytes
+    topic: str
+    id: str
+    key_ms: int
+    record: TimerRecord
+
+
+class TimerView(msgspec.Struct, frozen=True):
+    topic: str
+    id: str
+    state: TimerState
+    deliver_at_ms: int
+    requested_deliver_at_ms: int
+    created_at_ms: int
+    attempts: int = 0
+    payload: bytes | None = None
+    headers: dict[str, str] | None = None
+    binary: bool = False
+    delivered_at_ms: int | None = None
+    offset: int | None = None
+    last_error: str | None = None
+
+
+class TimerPage(msgspec.Struct, frozen=True):
+    timers: list[TimerView]
+    next_cursor: str | None
+
+
+class TopicInfo(msgspec.Struct, frozen=True):
+    topic: str
+    pending: int
+    log_end_offset: int
+
+
+class LoggedMessage(msgspec.Struct, frozen=True):
+    offset: int
+    id: str
+    payload: bytes
+    headers: dict[str, str]
+    binary: bool
+    deliver_at_ms: int
+    delivered_at_ms: int
+
+
+class StoreStats(msgspec.Struct, frozen=True):
+    pending: int
+    in_flight: int
+    delivered: int
+    cancelled: int
+    dead_lettered: int  # timers in the dead-letter family now
+    pending_by_topic: dict[str, int]
+    watermark_ms: int
+
+
+class HousekeepingReport(msgspec.Struct, frozen=True):
+    watermark_ms: int
+    watermark_advanced: bool
+    done_expired: int
+    log_messages_expired: int
+
+
+@runtime_checkable
+class TimerStore(Protocol):
+    """Durable storage of pending timers; every mutating call is atomic and durable on return."""
+
+    name: str
+
+    def schedule(self, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
+        """Store timers; an existing pending (topic, id) is replaced (reschedule).
+
+        Raises ConflictError naming the item when one is in flight or already delivered.
+        """
+        ...
+
+    def cancel(self, idents: Sequence[tuple[str, str]]) -> list[CancelResult]: ...
+
+    def get(self, topic: str, timer_id: str) -> TimerView | None: ...
+
+    def list_pending(
+        self,
+        *,
+        from_ms: int = 0,
+        to_ms: int | None = None,
+        topic: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> TimerPage: ...
+
+    def due(self, now_ms: int, limit: int) -> list[DueTimer]:
+        """Up to ``limit`` timers due at ``now_ms`` and not in flight; marks them in flight."""
+        ...
+
+    def commit_delivered(
+        self, timers: Sequence[DueTimer], delivered_ms: int, *, to_topic_log: bool
+    ) -> list[int]:
+        """Remove delivered timers atomically; append them to the topic log when asked.
+
+        Returns the topic-log offsets (-1 each when ``to_topic_log`` is false).
+        """
+        ...
+
+    def retry_later(self, timers: Sequence[DueTimer], retry_at_ms: int, error: str) -> None: ...
+
+    def dead_letter(self, timers: Sequence[DueTimer], now_ms: int, error: str) -> None: ...
+
+    def release(self, timers: Sequence[DueTimer]) -> None:
+        """Return in-flight timers to pending (engine stop); they will be scanned again."""
+        ...
+
+    def read_log(self, topic: str, offset: int, limit: int) -> list[LoggedMessage]: ...
+
+    def topics(self) -> list[TopicInfo]: ...
+
+    def dead_letters(
+        self, *, topic: str | None = None, limit: int = 100, after: str | None = None
+    ) -> TimerPage: ...
+
+    def replay_dead_letter(self, topic: str, timer_id: str, now_ms: int) -> ScheduleResult: ...
+
+    def purge_dead_letters(self, topic: str | None = None) -> int: ...
+
+    def housekeep(self, now_ms: int) -> HousekeepingReport: ...
+
+    def stats(self) -> StoreStats: ...
+
+    def count_pending_due_before(self, deadlines_ms: Sequence[int], cap: int) -> list[int]:
+        """Pending counts with key time below each deadline, each capped at ``cap``."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,102 @@
+"""Exact counters kept in memory and persisted in the ``meta`` family.
+
+RocksDB in this binding has no merge operator, so a counter is an absolute u64 value
+written into the same WriteBatch as the change it counts. All writers hold the store's
+lock, so the in-memory value and the persisted one never diverge: a batch stages new
+values, writes, and only then applies them (a failed write leaves memory unchanged).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import rocksdict as rd
+
+from storage.codec import read_u64, u64
+from storage.rocks.db import iter_items
+
+TOTALS = ("delivered", "cancelled", "dead_lettered", "journal_seq")
+_TOTAL_PREFIX = b"total:"
+_PENDING_PREFIX = b"pending:"
+_OFFSET_PREFIX = b"next_offset:"
+_LOG_START_PREFIX = b"log_start:"
+WATERMARK_KEY = b"watermark_ms"
+
+
+@dataclass
+class Counters:
+    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOTALS, 0))
+    pending_by_topic: dict[str, int] = field(default_factory=dict)
+    next_offset: dict[str, int] = field(default_factory=dict)
+    log_start: dict[str, int] = field(default_factory=dict)
+    watermark_ms: int = 0
+
+    @classmethod
+    def load(cls, meta: rd.Rdict) -> Counters:
+        counters = cls()
+        for name, value in iter_items(meta, b""):
+            number = read_u64(value)
+            if name == WATERMARK_KEY:
+                counters.watermark_ms = number
+            for prefix, target in (
+                (_PENDING_PREFIX, counters.pending_by_topic),
+                (_OFFSET_PREFIX, counters.next_offset),
+                (_LOG_START_PREFIX, counters.log_start),
+            ):
+                if name.startswith(prefix):
+                    target[name[len(prefix) :].decode()] = number
+            if name.startswith(_TOTAL_PREFIX):
+                counters.totals[name[len(_TOTAL_PREFIX) :].decode()] = number
+        return counters
+
+
+class CounterDelta:
+    """Changes staged for one WriteBatch; ``stage`` puts them, ``apply`` commits to memory."""
+
+    def __init__(self, counters: Counters) -> None:
+        self._counters = counters
+        self.totals: Counter[str] = Counter()
+        self.pending: Counter[str] = Counter()
+        self.offsets: dict[str, int] = {}
+        self.log_start: dict[str, int] = {}
+        self.watermark_ms: int | None = None
+
+    def take_offset(self, topic: str) -> int:
+        """The next topic-log offset of ``topic`` (reserved for this batch)."""
+        offset = self.offsets.get(topic)
+        if offset is None:
+            offset = self._counters.next_offset.get(topic, 0)
+        self.offsets[topic] = offset + 1
+        return offset
+
+    def stage(self, batch: rd.WriteBatch, meta: rd.ColumnFamily) -> None:
+        c = self._counters
+        for name, delta in self.totals.items():
+            if delta:
+                batch.put(_TOTAL_PREFIX + name.encode(), u64(c.totals[name] + delta), meta)
+        for topic, delta in self.pending.items():
+            if delta:
+                value = c.pending_by_topic.get(topic, 0) + delta
+                batch.put(_PENDING_PREFIX + topic.encode(), u64(value), meta)
+        for topic, offset in self.offsets.items():
+            batch.put(_OFFSET_PREFIX + topic.encode(), u64(offset), meta)
+        for topic, start in self.log_start.items():
+            batch.put(_LOG_START_PREFIX + topic.encode(), u64(start), meta)
+        if self.watermark_ms is not None:
+            batch.put(WATERMARK_KEY, u64(self.watermark_ms), meta)
+
+    def apply(self) -> None:
+        c = self._counters
+        for name, delta in self.totals.items():
+            c.totals[name] += delta
+        for topic, delta in self.pending.items():
+            value = c.pending_by_topic.get(topic, 0) + delta
+            if value:
+                c.pending_by_topic[topic] = value
+            else:
+                c.pending_by_topic.pop(topic, None)
+        c.next_offset.update(self.offsets)
+        c.log_start.update(self.log_start)
+        if self.watermark_ms is not None:
+            c.watermark_ms = self.watermark_ms

@@ -1,0 +1,220 @@
+"""Read paths of the RocksDB store: lookups, bounded range listings, the topic log.
+
+Reads take no lock: every write is one atomic WriteBatch, and a reader that sees a key
+vanish between two lookups falls through to the next state (pending -> delivered).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterator, Sequence
+
+import rocksdict as rd
+
+from storage import codec
+from storage.errors import InvalidInputError
+from storage.protocol import LoggedMessage, TimerPage, TimerState, TimerView
+from storage.rocks.db import RocksHandles, iter_items, iter_keys
+
+# A filtered listing stops after visiting this many keys per returned timer and hands
+# back a cursor, so one request never walks an unbounded range.
+VISITS_PER_RESULT = 100
+
+
+def encode_cursor(key: bytes) -> str:
+    return base64.urlsafe_b64encode(key).decode()
+
+
+def decode_cursor(cursor: str) -> bytes:
+    try:
+        return base64.urlsafe_b64decode(cursor.encode())
+    except (binascii.Error, ValueError):
+        raise InvalidInputError("cursor is not one this service returned", field="cursor") from None
+
+
+def bounded_iter(cf: rd.Rdict, start: bytes, upper: bytes | None) -> rd.RdictIter:
+    """An iterator positioned at ``start`` with an exclusive ``upper`` bound.
+
+    rocksdict 0.3.29's ``set_iterate_lower_bound`` sets the upper bound by mistake, so the
+    lower bound is a seek instead.
+    """
+    options = rd.ReadOptions()
+    if upper is not None:
+        options.set_iterate_upper_bound(upper)
+    it = cf.iter(options)
+    it.seek(start)
+    return it
+
+
+def pending_view(key: bytes, value: bytes, in_flight: set[bytes] | frozenset[bytes]) -> TimerView:
+    key_ms, topic, timer_id = codec.decode_timer_key(key)
+    r = codec.decode_record(value)
+    state = TimerState.IN_FLIGHT if key in in_flight else TimerState.PENDING
+    return TimerView(
+        topic,
+        timer_id,
+        state,
+        key_ms,
+        r.requested_deliver_ms,
+        r.created_ms,
+        r.attempts,
+        r.payload,
+        r.headers,
+        r.binary,
+    )
+
+
+def get_timer(
+    h: RocksHandles, names: tuple[bytes, bytes], in_flight: set[bytes]
+) -> TimerView | None:
+    ident = codec.ident_key(*names)
+    topic, timer_id = names[0].decode(), names[1].decode()
+    key_time = h.cfs["ids"][ident]
+    if key_time is not None:
+        key = codec.timer_key(codec.read_u64(key_time), *names)
+        value = h.cfs["timers"][key]
+        if value is not None:
+            return pending_view(key, value, in_flight)
+    done = h.cfs["done"][ident]
+    if done is not None:
+        d = codec.decode_done(done)
+        return TimerView(
+            topic,
+            timer_id,
+            TimerState.DELIVERED,
+            d.key_ms,
+            d.requested_deliver_ms,
+            d.created_ms,
+            delivered_at_ms=d.delivered_ms,
+            offset=None if d.offset < 0 else d.offset,
+        )
+    dead = h.cfs["deadletter"][ident]
+    if dead is not None:
+        return dead_letter_view(ident, dead)
+    return None
+
+
+def dead_letter_view(ident: bytes, value: bytes) -> TimerView:
+    topic, timer_id = codec.split_ident(ident)
+    letter = codec.decode_dead_letter(value)
+    r = letter.record
+    return TimerView(
+        topic,
+        timer_id,
+        TimerState.DEAD_LETTERED,
+        letter.key_ms,
+        r.requested_deliver_ms,
+        r.created_ms,
+        r.attempts,
+        r.payload,
+        r.headers,
+        r.binary,
+        last_error=letter.last_error,
+    )
+
+
+def list_pending(
+    h: RocksHandles,
+    in_flight: set[bytes],
+    from_ms: int,
+    to_ms: int | None,
+    topic: str | None,
+    limit: int,
+    cursor: str | None,
+) -> TimerPage:
+    start = codec.u64(from_ms)
+    if cursor is not None:
+        start = max(start, decode_cursor(cursor) + codec.SEPARATOR)
+    upper = None if to_ms is None else codec.u64(to_ms + 1)
+    wanted = None if topic is None else topic.encode() + codec.SEPARATOR
+    it = bounded_iter(h.cfs["timers"], start, upper)
+    views: list[TimerView] = []
+    visits, last = 0, None
+    while it.valid() and len(views) < limit and visits < limit * VISITS_PER_RESULT:
+        key = last = it.key()
+        visits += 1
+        if wanted is None or key[8:].startswith(wanted):
+            views.append(pending_view(key, it.value(), frozenset(in_flight)))
+        it.next()
+    more = it.valid()
+    del it
+    next_cursor = encode_cursor(last) if (more and last is not None) else None
+    return TimerPage(views, next_cursor)
+
+
+def count_keys_before(
+    cf: rd.Rdict, start: bytes, deadlines_ms: Sequence[int], cap: int
+) -> list[int]:
+    """Cumulative key counts below each (ascending) deadline, each at most ``cap``."""
+    if not deadlines_ms:
+        return []
+    options = rd.ReadOptions()
+    options.set_iterate_upper_bound(codec.u64(deadlines_ms[-1]))
+    counts: list[int] = []
+    count = 0
+    for key in iter_keys(cf, start, options):
+        key_ms = codec.timer_key_ms(key)
+        while len(counts) < len(deadlines_ms) and key_ms >= deadlines_ms[len(counts)]:
+            counts.append(count)
+        count += 1
+        if count >= cap:
+            break
+    counts.extend([min(count, cap)] * (len(deadlines_ms) - len(counts)))
+    return counts
+
+
+def read_log(cf: rd.Rdict, topic: bytes, offset: int, limit: int) -> list[LoggedMessage]:
+    it = bounded_iter(cf, codec.log_key(topic, offset), topic + b"\x01")
+    out: list[LoggedMessage] = []
+    while it.valid() and len(out) < limit:
+        m = codec.decode_log_message(it.value())
+        out.append(
+            LoggedMessage(
+                codec.log_key_offset(it.key()),
+                m.id,
+                m.payload,
+                m.headers,
+                m.binary,
+                m.requested_deliver_ms,
+                m.delivered_ms,
+            )
+        )
+        it.next()
+    del it
+    return out
+
+
+def _prefix_bounds(topic: str | None) -> tuple[bytes, bytes | None]:
+    if topic is None:
+        return b"", None
+    return topic.encode() + codec.SEPARATOR, topic.encode() + b"\x01"
+
+
+def dead_letters(h: RocksHandles, *, topic: str | None, limit: int, after: str | None) -> TimerPage:
+    start, upper = _prefix_bounds(topic)
+    if after is not None:
+        start = max(start, decode_cursor(after) + codec.SEPARATOR)
+    it = bounded_iter(h.cfs["deadletter"], start, upper)
+    views: list[TimerView] = []
+    last = None
+    while it.valid() and len(views) < limit:
+        last = it.key()
+        views.append(dead_letter_view(last, it.value()))
+        it.next()
+    more = it.valid()
+    del it
+    return TimerPage(views, encode_cursor(last) if more and last is not None else None)
+
+
+def dead_letter_keys(h: RocksHandles, topic: str | None) -> list[bytes]:
+    start, upper = _prefix_bounds(topic)
+    options = rd.ReadOptions()
+    if upper is not None:
+        options.set_iterate_upper_bound(upper)
+    return list(iter_keys(h.cfs["deadletter"], start, options))
+
+
+def journal(cf: rd.Rdict, since_ms: int) -> Iterator[codec.JournalEntry]:
+    for _key, value in iter_items(cf, codec.u64(since_ms)):
+        yield from codec.decode_journal(value)
