@@ -74,7 +74,7 @@ def open_db(settings: RocksSettings) -> RocksHandles:
     db = rd.Rdict(settings.path, options, column_families=families)
     write_options = rd.WriteOptions()
     write_options.sync = settings.sync_writes
-    write_options.disable_wal(settings.disable_wal)
+    write_options.disable_wal = settings.disable_wal  # type: ignore[method-assign,assignment]
     cfs = {name: db.get_column_family(name) for name in FAMILIES}
     handles = {name: db.get_column_family_handle(name) for name in FAMILIES}
     return RocksHandles(db, options, write_options, cfs, handles)

@@ -70,13 +70,13 @@ def get_timer(
 ) -> TimerView | None:
     ident = codec.ident_key(*names)
     topic, timer_id = names[0].decode(), names[1].decode()
-    key_time = h.cfs["ids"][ident]
+    key_time = h.cfs["ids"].get(ident)
     if key_time is not None:
         key = codec.timer_key(codec.read_u64(key_time), *names)
-        value = h.cfs["timers"][key]
+        value = h.cfs["timers"].get(key)
         if value is not None:
             return pending_view(key, value, in_flight)
-    done = h.cfs["done"][ident]
+    done = h.cfs["done"].get(ident)
     if done is not None:
         d = codec.decode_done(done)
         return TimerView(
@@ -89,7 +89,7 @@ def get_timer(
             delivered_at_ms=d.delivered_ms,
             offset=None if d.offset < 0 else d.offset,
         )
-    dead = h.cfs["deadletter"][ident]
+    dead = h.cfs["deadletter"].get(ident)
     if dead is not None:
         return dead_letter_view(ident, dead)
     return None

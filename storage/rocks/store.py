@@ -325,10 +325,10 @@ class RocksTimerStore:
         ident = codec.ident_key(*names)
         h = self.handles
         with self._lock:
-            raw = h.cfs["deadletter"][ident]
+            raw = h.cfs["deadletter"].get(ident)
             if raw is None:
                 raise NotFoundError(f"no dead letter {topic}/{timer_id}")
-            if h.cfs["ids"][ident] is not None:
+            if h.cfs["ids"].get(ident) is not None:
                 raise ConflictError(
                     f"{topic}/{timer_id} is pending again; cancel it first",
                     state=TimerState.PENDING,

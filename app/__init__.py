@@ -1,0 +1,1 @@
+"""The running service: settings, the delivery engine, housekeeping, the CLI."""

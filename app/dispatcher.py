@@ -1,0 +1,112 @@
+"""The dispatcher: takes batches off the delivery queue, delivers, commits.
+
+On success one store commit removes the batch (and, for the embedded sink, appends it
+to the topic log in the same WriteBatch). On failure each timer is moved to
+``now + backoff(attempts)`` in the store, durably, with its attempt count raised; after
+``max_attempts`` it goes to the dead-letter family instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from app.clock import Clock
+from app.delivery_queue import Batch, DeliveryQueue
+from app.metrics import LatenessWindow
+from app.sink import Sink
+from app.stage import StageThread
+from storage.protocol import DueTimer, TimerStore
+
+log = logging.getLogger(__name__)
+
+
+def backoff_ms(attempt: int, base_ms: int, max_ms: int) -> int:
+    """Exponential back-off after the ``attempt``-th failure (1-based), capped."""
+    return int(min(max_ms, base_ms * 2 ** max(0, attempt - 1)))
+
+
+class Dispatcher(StageThread):
+    name = "timerstore-dispatcher"
+
+    def __init__(
+        self,
+        store: TimerStore,
+        queue: DeliveryQueue,
+        sink: Sink,
+        clock: Clock,
+        *,
+        max_attempts: int = 5,
+        backoff_base_ms: int = 1000,
+        backoff_max_ms: int = 600_000,
+        lateness: LatenessWindow | None = None,
+        on_delivered: Callable[[set[str]], None] | None = None,
+    ) -> None:
+        super().__init__(clock)
+        self.store = store
+        self.queue = queue
+        self.sink = sink
+        self.max_attempts = max_attempts
+        self.backoff_base_ms = backoff_base_ms
+        self.backoff_max_ms = backoff_max_ms
+        self.lateness = lateness or LatenessWindow()
+        self.on_delivered = on_delivered
+        self.delivered = 0
+        self.failed_batches = 0
+
+    def run_once(self, now_ms: int | None = None, timeout_s: float = 0.0) -> int:
+        """Deliver one queued batch; return how many timers it held (0 when none)."""
+        batch = self.queue.get(timeout_s)
+        if batch is None:
+            return 0
+        self.deliver(batch, now_ms)
+        return len(batch)
+
+    def deliver(self, batch: Batch, now_ms: int | None = None) -> None:
+        try:
+            self.sink.deliver(batch)
+        except Exception as exc:  # any sink failure is a failed delivery attempt
+            self.failed_batches += 1
+            log.warning("sink %s failed for %d timers: %s", self.sink.name, len(batch), exc)
+            self._fail(batch, self._now(now_ms), f"{type(exc).__name__}: {exc}")
+            return
+        delivered_ms = self._now(now_ms)
+        try:
+            self.store.commit_delivered(
+                batch, delivered_ms, to_topic_log=self.sink.writes_topic_log
+            )
+        except Exception:
+            self.store.release(batch)  # never strand timers in flight
+            raise
+        self.delivered += len(batch)
+        self.lateness.record(
+            delivered_ms - max(t.record.requested_deliver_ms, t.record.created_ms) for t in batch
+        )
+        if self.on_delivered is not None:
+            self.on_delivered({t.topic for t in batch})
+
+    def _now(self, now_ms: int | None) -> int:
+        return self.clock.now_ms() if now_ms is None else now_ms
+
+    def _fail(self, batch: Sequence[DueTimer], now_ms: int, error: str) -> None:
+        retry: dict[int, list[DueTimer]] = defaultdict(list)
+        dead = []
+        for timer in batch:
+            attempt = timer.record.attempts + 1
+            if attempt >= self.max_attempts:
+                dead.append(timer)
+            else:
+                retry[attempt].append(timer)
+        for attempt, timers in retry.items():
+            delay = backoff_ms(attempt, self.backoff_base_ms, self.backoff_max_ms)
+            self.store.retry_later(timers, now_ms + delay, error)
+        if dead:
+            self.store.dead_letter(dead, now_ms, error)
+
+    def step(self) -> bool:
+        return self.run_once(timeout_s=0.05) > 0
+
+    def idle(self, stop: threading.Event) -> None:
+        return None  # run_once already waited on the queue

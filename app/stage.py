@@ -1,0 +1,58 @@
+"""A pipeline stage running ``run_once`` in its own thread until stopped."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from app.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+class StageThread:
+    """Base of scanner and dispatcher: ``start``, ``stop`` and a guarded loop.
+
+    Subclasses implement ``step() -> bool`` (True when it did work, so the loop goes
+    on at once) and ``idle()`` (how to wait when there was nothing to do).
+    """
+
+    name = "stage"
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                worked = self.step()
+            except Exception:  # the top of a thread loop: log, back off one tick, go on
+                log.exception("%s step failed", self.name)
+                worked = False
+            if not worked:
+                self.idle(self._stop)
+
+    def step(self) -> bool:
+        raise NotImplementedError
+
+    def idle(self, stop: threading.Event) -> None:
+        raise NotImplementedError
