@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterator, Sequence
+from typing import cast
 
 import rocksdict as rd
 
@@ -33,18 +34,33 @@ def decode_cursor(cursor: str) -> bytes:
         raise InvalidInputError("cursor is not one this service returned", field="cursor") from None
 
 
-def bounded_iter(cf: rd.Rdict, start: bytes, upper: bytes | None) -> rd.RdictIter:
-    """An iterator positioned at ``start`` with an exclusive ``upper`` bound.
+class BoundedIter:
+    """A RocksDB iterator positioned at ``start`` with an exclusive ``upper`` bound.
 
-    rocksdict 0.3.29's ``set_iterate_lower_bound`` sets the upper bound by mistake, so the
-    lower bound is a seek instead.
+    It owns its ReadOptions: rocksdict 0.3.29's iterator keeps a pointer to the bound
+    inside the options, and once the options object is collected the bound is garbage
+    (the scan then stops early or runs past the end). Keep both alive together.
+    rocksdict's ``set_iterate_lower_bound`` sets the upper bound by mistake, so the lower
+    bound is a seek instead.
     """
-    options = rd.ReadOptions()
-    if upper is not None:
-        options.set_iterate_upper_bound(upper)
-    it = cf.iter(options)
-    it.seek(start)
-    return it
+
+    def __init__(self, cf: rd.Rdict, start: bytes, upper: bytes | None) -> None:
+        self._options = rd.ReadOptions()
+        if upper is not None:
+            self._options.set_iterate_upper_bound(upper)
+        self._it = cf.iter(self._options)
+        self._it.seek(start)
+        self.valid = self._it.valid
+        self.next = self._it.next
+
+    def key(self) -> bytes:
+        return cast(bytes, self._it.key())
+
+    def value(self) -> bytes:
+        return cast(bytes, self._it.value())
+
+
+bounded_iter = BoundedIter
 
 
 def pending_view(key: bytes, value: bytes, in_flight: set[bytes] | frozenset[bytes]) -> TimerView:

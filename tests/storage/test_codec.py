@@ -1,0 +1,68 @@
+"""Property tests of the key codec: byte order is time order, round-trips, validation."""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from storage import codec
+from storage.codec import TimerRecord
+from storage.errors import InvalidInputError
+
+SAFE = string.ascii_letters + string.digits + "._:-"
+names = st.text(alphabet=SAFE, min_size=1, max_size=128)
+times = st.integers(min_value=0, max_value=codec.U64_MAX)
+
+
+@given(st.lists(st.tuples(times, names, names), min_size=2, max_size=50))
+def test_key_byte_order_equals_time_topic_id_order(items):
+    keys = [codec.timer_key(ms, t.encode(), i.encode()) for ms, t, i in items]
+    by_bytes = sorted(range(len(items)), key=lambda n: keys[n])
+    by_tuple = sorted(range(len(items)), key=lambda n: (items[n][0], items[n][1], items[n][2]))
+    assert [items[n] for n in by_bytes] == [items[n] for n in by_tuple]
+
+
+@given(times, names, names)
+def test_timer_key_round_trips(ms, topic, timer_id):
+    key = codec.timer_key(ms, topic.encode(), timer_id.encode())
+    assert codec.decode_timer_key(key) == (ms, topic, timer_id)
+    assert codec.split_ident(codec.ident_key(topic.encode(), timer_id.encode())) == (
+        topic,
+        timer_id,
+    )
+
+
+@given(
+    st.binary(max_size=2048),
+    st.dictionaries(st.text(max_size=20), st.text(max_size=50), max_size=5),
+    times,
+    times,
+    st.integers(min_value=0, max_value=100),
+    st.booleans(),
+)
+def test_record_round_trips(payload, headers, created, requested, attempts, binary):
+    record = TimerRecord(payload, headers, created, requested, attempts, binary)
+    assert codec.decode_record(codec.encode(record)) == record
+
+
+@given(names)
+def test_valid_names_pass(name):
+    assert codec.validate_name("topic", name) == name.encode()
+
+
+@pytest.mark.parametrize("field", ["topic", "id"])
+@given(
+    bad=st.one_of(
+        st.just(""),
+        st.text(alphabet=SAFE, min_size=129, max_size=200),
+        st.text(min_size=1, max_size=20).filter(lambda s: any(c not in SAFE for c in s)),
+    )
+)
+def test_invalid_names_rejected_with_field_named(field, bad):
+    with pytest.raises(InvalidInputError) as info:
+        codec.validate_name(field, bad)
+    assert info.value.field == field
+    assert field in info.value.message
