@@ -51,8 +51,12 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_body_bytes: int = 32 << 20
     max_batch_timers: int = 10_000
     max_wait_ms: int = 30_000
+    max_page_limit: int = 1000  # GET listings: largest `limit`
+    store_chunk_timers: int = 2000  # a batch is written in store calls of at most this many
     # housekeeping
     housekeeping_interval_s: float = 30.0
+    stats_snapshot_interval_s: float = 10.0
+    stats_count_cap: int = 1_000_000  # due-time buckets count at most this many keys
     shutdown_grace_s: float = 10.0
 
     def __post_init__(self) -> None:
@@ -60,6 +64,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             "port", "tick_ms", "scan_batch", "queue_capacity", "max_attempts",
             "max_payload_bytes", "max_body_bytes", "max_batch_timers",
             "wheel_precision_ms", "wheel_slots", "block_cache_bytes",
+            "max_page_limit", "store_chunk_timers", "stats_count_cap",
         ):  # fmt: skip
             if getattr(self, name) < 1:
                 raise InvalidInputError(f"{name} must be at least 1", field=name)
