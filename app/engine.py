@@ -71,10 +71,14 @@ class Engine:
     def run_once(self, now_ms: int) -> int:
         """Scan and drain until nothing is due at ``now_ms``; return how many were handled."""
         delivered = 0
-        while self.scanner.run_once(now_ms):
+        while True:
+            scanned = self.scanner.run_once(now_ms)
+            drained = 0
             while n := self.dispatcher.run_once(now_ms):
-                delivered += n
-        return delivered
+                drained += n
+            delivered += drained
+            if not scanned and not drained:
+                return delivered
 
     def stop(self) -> None:
         """Stop scanning, let queued batches commit for a while, return the rest to pending."""

@@ -215,9 +215,12 @@ class RocksTimerStore:
                     out.append(DueTimer(key, topic, tid, key_ms, codec.decode_record(it.value())))
                     self._in_flight.add(key)
                 it.next()
+            exhausted = not it.valid()
             del it
             if last is not None:
                 self._scan_from = last + codec.SEPARATOR
+            if exhausted:  # every key below now + 1 was seen: the cursor may move there
+                self._scan_from = max(self._scan_from, codec.u64(now_ms + 1))
         return out
 
     def commit_delivered(

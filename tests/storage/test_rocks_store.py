@@ -79,7 +79,7 @@ def test_cancel_answers_removed_unknown_too_late(rocks_store):
 
 def test_schedule_refuses_in_flight_and_delivered_identities(rocks_store):
     rocks_store.schedule([nt("f", NOW), nt("d", NOW)], NOW)
-    [delivered, flight] = rocks_store.due(NOW, 10)  # key order: d before f
+    [delivered, _in_flight] = rocks_store.due(NOW, 10)  # key order: d before f
     rocks_store.commit_delivered([delivered], NOW, to_topic_log=True)
     for timer_id, state in (("f", TimerState.IN_FLIGHT), ("d", TimerState.DELIVERED)):
         with pytest.raises(ConflictError) as info:
