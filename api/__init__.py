@@ -1,0 +1,1 @@
+"""The REST API: FastAPI routes per resource, msgspec schemas, one error mapping, auth."""

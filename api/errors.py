@@ -1,0 +1,142 @@
+"""The one mapping from errors to HTTP responses, and the error shape.
+
+Every error body is ``{"error": {"code", "message", "field"?}}`` (plus ``state`` for a
+409 and ``problems`` when a batch has several bad items). Domain errors come from the
+one hierarchy in ``storage.errors``; ``ApiError`` covers what only HTTP knows (401, 413,
+415). Bad input never becomes a 500: msgspec and FastAPI validation errors are 422s.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import msgspec
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from api.schemas import ErrorBody, ErrorDetail, ProblemItem
+from app.timer_requests import InvalidBatchError
+from storage.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    StoreClosedError,
+    TimerStoreError,
+)
+
+log = logging.getLogger(__name__)
+
+DOMAIN_STATUS: tuple[tuple[type[TimerStoreError], int], ...] = (
+    (InvalidInputError, 422),
+    (NotFoundError, 404),
+    (ConflictError, 409),
+    (StoreClosedError, 503),
+)
+_AT_PATH = re.compile(r" - at `\$\.?(.*)`$")
+
+
+class ApiError(Exception):
+    """An error only HTTP knows about: wrong credentials, body too large, media type."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.field, self.headers = field, headers
+
+
+def error_response(
+    status: int, detail: ErrorDetail, headers: dict[str, str] | None = None
+) -> Response:
+    return Response(
+        msgspec.json.encode(ErrorBody(detail)),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )
+
+
+def domain_status(exc: TimerStoreError) -> int:
+    for kind, status in DOMAIN_STATUS:
+        if isinstance(exc, kind):
+            return status
+    return 500
+
+
+def domain_response(exc: TimerStoreError) -> Response:
+    detail = ErrorDetail(exc.code, exc.message, exc.field)
+    if isinstance(exc, ConflictError):
+        detail.state = exc.state
+    if isinstance(exc, InvalidBatchError):
+        detail.problems = [ProblemItem(p.field, p.message, p.index) for p in exc.problems]
+    headers = {"Retry-After": "1"} if isinstance(exc, StoreClosedError) else None
+    return error_response(domain_status(exc), detail, headers)
+
+
+def invalid_from_msgspec(exc: msgspec.ValidationError, prefix: str = "") -> InvalidInputError:
+    """A msgspec validation error as InvalidInputError naming the field (``$.a.b`` -> a.b)."""
+    text = str(exc)
+    match = _AT_PATH.search(text)
+    path = match.group(1) if match else ""
+    rule = text[: match.start()] if match else text
+    field = ".".join(part for part in (prefix, path) if part) or "body"
+    return InvalidInputError(f"{field}: {rule}", field=field)
+
+
+def malformed(exc: msgspec.DecodeError, kind: str) -> InvalidInputError:
+    return InvalidInputError(f"the body is not valid {kind}: {exc}", field="body")
+
+
+async def _domain_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, TimerStoreError)
+    return domain_response(exc)
+
+
+async def _api_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, ErrorDetail(exc.code, exc.message, exc.field), exc.headers)
+
+
+async def _request_validation_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors: list[dict[str, Any]] = list(exc.errors())
+    problems = [
+        ProblemItem(".".join(str(p) for p in e.get("loc", ())[1:]) or "request", e.get("msg", ""))
+        for e in errors
+    ]
+    first = problems[0] if problems else ProblemItem("request", "invalid request")
+    detail = ErrorDetail("invalid", f"{first.field}: {first.message}", first.field)
+    if len(problems) > 1:
+        detail.problems = problems
+    return error_response(422, detail)
+
+
+async def _http_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    headers = dict(exc.headers) if exc.headers else None
+    return error_response(exc.status_code, ErrorDetail(code, str(exc.detail)), headers)
+
+
+async def _unexpected_handler(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return error_response(500, ErrorDetail("internal", "internal error; see the server log"))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(TimerStoreError, _domain_handler)
+    app.add_exception_handler(ApiError, _api_handler)
+    app.add_exception_handler(RequestValidationError, _request_validation_handler)
+    app.add_exception_handler(HTTPException, _http_handler)
+    app.add_exception_handler(Exception, _unexpected_handler)

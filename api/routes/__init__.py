@@ -1,0 +1,1 @@
+"""One router per resource. ``admin`` is the place for operator-only endpoints."""

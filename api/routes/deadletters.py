@@ -1,0 +1,45 @@
+"""/v1/deadletters: timers that failed max_attempts times; list and replay."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from api.docs import responses
+from api.responses import MsgspecJSONResponse
+from api.routes.deps import page_limit, service_of
+from api.schemas import Timer, TimerList, timer_from_view
+
+router = APIRouter(prefix="/v1/deadletters", tags=["deadletters"])
+
+
+@router.get(
+    "",
+    summary="List dead letters",
+    response_class=MsgspecJSONResponse,
+    responses=responses({200: ("a page of dead letters", "TimerList")}),
+)
+async def list_dead_letters(
+    request: Request,
+    topic: str | None = Query(None, description="only this topic"),
+    limit: int = Query(100, description="page size"),
+    cursor: str | None = Query(None, description="next_cursor of the previous page"),
+) -> Response:
+    page = await service_of(request).dead_letters(
+        topic=topic, limit=page_limit(request, limit), cursor=cursor
+    )
+    return MsgspecJSONResponse(
+        TimerList([timer_from_view(v) for v in page.timers], page.next_cursor)
+    )
+
+
+@router.post(
+    "/{topic}/{timer_id}/replay",
+    summary="Schedule a dead letter again, due now",
+    response_class=MsgspecJSONResponse,
+    responses=responses({200: ("the timer, pending again", "Timer")}, 404, 409),
+)
+async def replay(request: Request, topic: str, timer_id: str) -> Response:
+    result = await service_of(request).replay(topic, timer_id)
+    timer = Timer(result.topic, result.id, "pending", result.deliver_at_ms, result.created_at_ms, 0)
+    return MsgspecJSONResponse(timer)

@@ -1,0 +1,39 @@
+"""Liveness and readiness (no auth: load balancers and orchestrators call them)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from api.docs import ref
+from api.responses import MsgspecJSONResponse
+from api.routes.deps import service_of
+from api.schemas import Health
+
+router = APIRouter(tags=["health"])
+_HEALTH = {"content": {"application/json": {"schema": ref("Health")}}}
+
+
+@router.get(
+    "/healthz",
+    summary="The process is up",
+    response_class=MsgspecJSONResponse,
+    responses={200: {"description": "up", **_HEALTH}},
+)
+async def healthz() -> Response:
+    return MsgspecJSONResponse(Health("ok"))
+
+
+@router.get(
+    "/readyz",
+    summary="The store is open and the engine running",
+    response_class=MsgspecJSONResponse,
+    responses={
+        200: {"description": "ready", **_HEALTH},
+        503: {"description": "starting or shutting down", **_HEALTH},
+    },
+)
+async def readyz(request: Request) -> Response:
+    if service_of(request).ready:
+        return MsgspecJSONResponse(Health("ready"))
+    return MsgspecJSONResponse(Health("not_ready"), status_code=503)

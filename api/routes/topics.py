@@ -1,0 +1,50 @@
+"""/v1/topics: topics and their embedded logs of delivered messages."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from api.docs import responses
+from api.responses import MsgspecJSONResponse
+from api.routes.deps import page_limit, service_of, settings_of
+from api.schemas import MessageList, Topic, TopicList, message_from_log
+from storage.errors import InvalidInputError
+
+router = APIRouter(prefix="/v1/topics", tags=["topics"])
+
+
+@router.get(
+    "",
+    summary="Topics with pending counts and log end offsets",
+    response_class=MsgspecJSONResponse,
+    responses=responses({200: ("topics", "TopicList")}),
+)
+async def list_topics(request: Request) -> Response:
+    infos = await service_of(request).topics()
+    return MsgspecJSONResponse(
+        TopicList([Topic(i.topic, i.pending, i.log_end_offset) for i in infos])
+    )
+
+
+@router.get(
+    "/{topic}/messages",
+    summary="Read delivered messages from the topic log (long-poll with wait_ms)",
+    response_class=MsgspecJSONResponse,
+    responses=responses({200: ("messages from offset", "MessageList")}, 404),
+)
+async def read_messages(
+    request: Request,
+    topic: str,
+    offset: int = Query(0, ge=0, description="first offset to read"),
+    limit: int = Query(100, description="at most this many messages"),
+    wait_ms: int = Query(0, ge=0, description="wait up to this long for a first message"),
+) -> Response:
+    top = settings_of(request).max_wait_ms
+    if wait_ms > top:
+        raise InvalidInputError(f"wait_ms must be at most {top}", field="wait_ms")
+    got = await service_of(request).read_messages(
+        topic, offset, page_limit(request, limit), wait_ms
+    )
+    messages = [message_from_log(m) for m in got.messages]
+    return MsgspecJSONResponse(MessageList(messages, got.next_offset))

@@ -1,0 +1,93 @@
+"""Periodic jobs of the running service on APScheduler's AsyncIOScheduler.
+
+- ``housekeep``: the store's watermark advance + range delete + compaction and the
+  retention of ``done`` records and topic logs. It runs in a worker thread (through the
+  service), so the event loop keeps serving while RocksDB compacts.
+- ``snapshot``: a stats snapshot, logged at debug level and kept for ``/v1/stats``.
+
+Both are coroutine jobs with ``max_instances=1`` and ``coalesce``: a slow compaction
+never piles up runs. The store is never closed under a running compaction: the service
+waits for every store call in progress before it closes the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import UTC, datetime, timedelta
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from app.config import Settings
+from app.service import TimerService
+from storage.errors import StoreClosedError
+
+log = logging.getLogger(__name__)
+
+
+class Housekeeper:
+    def __init__(self, service: TimerService, settings: Settings) -> None:
+        self.service = service
+        self.settings = settings
+        self.scheduler = AsyncIOScheduler(timezone=UTC)
+        self.runs = 0
+        self.snapshots = 0
+
+    def start(self) -> None:
+        """Schedule the jobs; call from inside the running event loop."""
+        now = datetime.now(UTC)
+        common = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
+        self.scheduler.add_job(
+            self.housekeep,
+            "interval",
+            seconds=self.settings.housekeeping_interval_s,
+            next_run_time=now + timedelta(seconds=min(5.0, self.settings.housekeeping_interval_s)),
+            id="housekeep",
+            **common,
+        )
+        self.scheduler.add_job(
+            self.snapshot,
+            "interval",
+            seconds=self.settings.stats_snapshot_interval_s,
+            id="stats-snapshot",
+            **common,
+        )
+        self.scheduler.start()
+
+    async def stop(self) -> None:
+        """Stop scheduling. A job in progress keeps its store call until it returns (anyio
+        defers cancellation of a worker thread), and ``TimerService.stop`` waits for it."""
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+
+    async def housekeep(self) -> None:
+        with contextlib.suppress(StoreClosedError):  # shutting down: the next start runs it
+            await self._housekeep()
+
+    async def snapshot(self) -> None:
+        with contextlib.suppress(StoreClosedError):
+            await self._snapshot()
+
+    async def _housekeep(self) -> None:
+        report = await self.service.housekeep()
+        self.runs += 1
+        log.info(
+            "housekeeping: watermark %d%s, %d done records and %d log messages expired",
+            report.watermark_ms,
+            " (advanced)" if report.watermark_advanced else "",
+            report.done_expired,
+            report.log_messages_expired,
+        )
+
+    async def _snapshot(self) -> None:
+        stats = await self.service.stats()
+        self.snapshots += 1
+        log.debug(
+            "stats: pending %d, in flight %d, queue %d/%d, delivered %d, lateness p99 %s ms",
+            stats.pending,
+            stats.in_flight,
+            stats.queue_depth,
+            stats.queue_capacity,
+            stats.delivered,
+            stats.lateness.p99_ms,
+        )

@@ -1,0 +1,275 @@
+"""The application service behind the REST API: api -> app (this) -> storage.
+
+It owns the store and the engine for the life of the process, turns requests into
+``NewTimer``s (clock, ids, limits), and runs every store call that touches RocksDB in a
+worker thread so the event loop is never blocked by a write, a lock wait or a scan.
+Batches are written in store calls of at most ``store_chunk_timers`` timers (a
+100,000-entry WriteBatch froze the loop for 85 ms; see DESIGN.md).
+
+Lifecycle: ``start`` (open store, start engine) -> ``begin_shutdown`` (refuse new work
+with StoreClosedError = 503, wake long-polls) -> ``stop`` (wait for store calls in
+progress, stop the engine so queued batches commit, close the store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from typing import ParamSpec, TypeVar
+
+import anyio.to_thread
+import msgspec
+
+from app import stats as stats_mod
+from app.clock import Clock, SystemClock
+from app.config import Settings
+from app.engine import Engine
+from app.notify import TopicNotifier
+from app.sink import Sink
+from app.stats import ServiceStats
+from app.stores import open_store
+from app.timer_requests import (
+    IdMaker,
+    Problem,
+    RequestLimits,
+    TimerRequest,
+    to_new_timer,
+    to_new_timers,
+)
+from storage.errors import ConflictError, NotFoundError, StoreClosedError
+from storage.protocol import (
+    CancelOutcome,
+    HousekeepingReport,
+    LoggedMessage,
+    NewTimer,
+    ScheduleResult,
+    TimerPage,
+    TimerStore,
+    TimerView,
+    TopicInfo,
+)
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
+CLOSE_WAIT_S = 30.0
+
+
+class Messages(msgspec.Struct, frozen=True):
+    messages: list[LoggedMessage]
+    next_offset: int
+
+
+class TimerService:
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Clock | None = None,
+        *,
+        store_opener: Callable[[Settings], TimerStore] = open_store,
+        sink: Sink | None = None,
+        run_engine: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.clock: Clock = clock or SystemClock()
+        self.limits = RequestLimits(
+            settings.max_payload_bytes,
+            settings.max_headers,
+            settings.max_headers_bytes,
+            settings.max_batch_timers,
+        )
+        self.ids = IdMaker()
+        self.notifier = TopicNotifier()
+        self._store_opener = store_opener
+        self._sink = sink
+        self._run_engine = run_engine
+        self._store: TimerStore | None = None
+        self.engine: Engine | None = None
+        self.accepting = False
+        self._active = 0  # store calls running in worker threads
+        self._idle: asyncio.Event | None = None
+        self.last_snapshot: ServiceStats | None = None
+        self.last_housekeeping: HousekeepingReport | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+    @property
+    def store(self) -> TimerStore:
+        if self._store is None:
+            raise StoreClosedError("the store is not open")
+        return self._store
+
+    @property
+    def ready(self) -> bool:
+        engine_ok = self.engine is not None and (self.engine.running or not self._run_engine)
+        return self.accepting and self._store is not None and engine_ok
+
+    async def start(self) -> None:
+        self.notifier.bind(asyncio.get_running_loop())
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._store = await anyio.to_thread.run_sync(self._store_opener, self.settings)
+        self.engine = Engine(
+            self._store,
+            self.clock,
+            self.settings.engine(),
+            sink=self._sink,
+            on_delivered=self.notifier.notify_threadsafe,
+        )
+        if self._run_engine:
+            self.engine.start()
+        self.accepting = True
+        log.info("service started: store %s at %s", self._store.name, self.settings.data_dir)
+
+    def begin_shutdown(self) -> None:
+        """Refuse new work from now on and end long-polls (safe from a signal handler)."""
+        self.accepting = False
+        self.notifier.close_threadsafe()
+
+    async def stop(self) -> None:
+        self.begin_shutdown()
+        self.notifier.close()
+        if self._idle is not None and self._active:
+            try:
+                await asyncio.wait_for(self._idle.wait(), CLOSE_WAIT_S)
+            except TimeoutError:
+                log.error("store calls still running after %.0f s: not closing", CLOSE_WAIT_S)
+                return  # every acknowledged write is in the WAL already
+        if self.engine is not None:
+            await anyio.to_thread.run_sync(self.engine.stop)
+        if self._store is not None:
+            store, self._store = self._store, None
+            await anyio.to_thread.run_sync(store.close)
+        log.info("service stopped")
+
+    async def _call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run a blocking store call in a worker thread; 503 once shutdown has begun."""
+        if not self.accepting:
+            raise StoreClosedError("the service is shutting down")
+        assert self._idle is not None
+        self._active += 1
+        self._idle.clear()
+        try:
+            return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        finally:
+            self._active -= 1
+            if not self._active:
+                self._idle.set()
+
+    # ----------------------------------------------------------------- timers
+    async def schedule_one(self, req: TimerRequest) -> tuple[ScheduleResult, NewTimer]:
+        now_ms = self.clock.now_ms()
+        timer_id = req.id if req.id is not None else self.ids.make(now_ms)[0]
+        timer = to_new_timer(req, now_ms, timer_id, self.limits)
+        results = await self._call(self.store.schedule, [timer], now_ms)
+        return results[0], timer
+
+    async def schedule_many(
+        self, reqs: Sequence[TimerRequest | None], problems: Sequence[Problem] = ()
+    ) -> list[ScheduleResult]:
+        """Validate every item first, then store in chunks (in one worker thread).
+
+        ``None`` items failed to decode and ``problems`` says why: they are reported
+        together with every other bad item, and nothing is stored.
+        """
+        now_ms = self.clock.now_ms()
+        timers = to_new_timers(reqs, now_ms, self.ids, self.limits, problems)
+        return await self._call(self._schedule_chunks, timers, now_ms)
+
+    def _schedule_chunks(self, timers: list[NewTimer], now_ms: int) -> list[ScheduleResult]:
+        chunk = self.settings.store_chunk_timers
+        results: list[ScheduleResult] = []
+        for start in range(0, len(timers), chunk):
+            try:
+                results.extend(self.store.schedule(timers[start : start + chunk], now_ms))
+            except ConflictError as exc:
+                raise _shifted(exc, start, stored=len(results)) from None
+        return results
+
+    async def get(self, topic: str, timer_id: str) -> TimerView:
+        view = await self._call(self.store.get, topic, timer_id)
+        if view is None:
+            raise NotFoundError(f"no timer {topic}/{timer_id}")
+        return view
+
+    async def cancel(self, topic: str, timer_id: str) -> None:
+        (result,) = await self._call(self.store.cancel, [(topic, timer_id)])
+        if result.outcome is CancelOutcome.UNKNOWN:
+            raise NotFoundError(f"no timer {topic}/{timer_id}")
+        if result.outcome is CancelOutcome.TOO_LATE:
+            state = str(result.state)
+            raise ConflictError(f"too late to cancel {topic}/{timer_id}: {state}", state=state)
+
+    async def list_pending(
+        self,
+        *,
+        topic: str | None,
+        from_ms: int,
+        to_ms: int | None,
+        limit: int,
+        cursor: str | None,
+    ) -> TimerPage:
+        return await self._call(
+            self.store.list_pending,
+            from_ms=from_ms,
+            to_ms=to_ms,
+            topic=topic,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    # ----------------------------------------------------------------- topics
+    async def topics(self) -> list[TopicInfo]:
+        return await self._call(self.store.topics)
+
+    async def read_messages(self, topic: str, offset: int, limit: int, wait_ms: int) -> Messages:
+        """Messages from ``offset``; with ``wait_ms`` > 0 wait for the first one to arrive."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_ms / 1000
+        while True:
+            version = self.notifier.version(topic)
+            messages = await self._call(self.store.read_log, topic, offset, limit)
+            remaining = deadline - loop.time()
+            if messages or remaining <= 0 or not self.accepting:
+                break
+            if not await self.notifier.wait(topic, version, remaining) and not self.accepting:
+                break
+        next_offset = messages[-1].offset + 1 if messages else offset
+        return Messages(messages, next_offset)
+
+    # ----------------------------------------------------------------- dead letters
+    async def dead_letters(self, *, topic: str | None, limit: int, cursor: str | None) -> TimerPage:
+        return await self._call(self.store.dead_letters, topic=topic, limit=limit, after=cursor)
+
+    async def replay(self, topic: str, timer_id: str) -> ScheduleResult:
+        return await self._call(self.store.replay_dead_letter, topic, timer_id, self.clock.now_ms())
+
+    # ----------------------------------------------------------------- stats, housekeeping
+    async def stats(self) -> ServiceStats:
+        snapshot = await self._call(
+            stats_mod.collect,
+            self.store,
+            self.engine,
+            self.clock.now_ms(),
+            self.settings.stats_count_cap,
+        )
+        self.last_snapshot = snapshot
+        return snapshot
+
+    async def housekeep(self) -> HousekeepingReport:
+        report = await self._call(self.store.housekeep, self.clock.now_ms())
+        self.last_housekeeping = report
+        return report
+
+
+def _shifted(exc: ConflictError, start: int, *, stored: int) -> ConflictError:
+    """The store names the item by its index in the chunk: make it the batch index."""
+    field, message = exc.field, exc.message
+    if field is not None and field.startswith("timers[") and "]" in field:
+        index = int(field[len("timers[") : field.index("]")]) + start
+        message = message.replace(field, f"timers[{index}]", 1)
+        field = f"timers[{index}]"
+    if stored:
+        message += f" ({stored} earlier timers of this batch were stored)"
+    return ConflictError(message, state=exc.state, field=field)

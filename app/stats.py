@@ -1,0 +1,84 @@
+"""The ``/v1/stats`` snapshot: store counters, queue, lateness, scan cost, due-time buckets."""
+
+from __future__ import annotations
+
+import itertools
+
+import msgspec
+
+from app.engine import Engine
+from app.metrics import LatenessSummary
+from storage.protocol import TimerStore
+
+# (name, upper bound relative to now); "due_now" is key time <= now
+BUCKETS_MS: tuple[tuple[str, int], ...] = (
+    ("due_now", 1),
+    ("lt_5s", 5_000 + 1),
+    ("lt_1m", 60_000 + 1),
+    ("lt_1h", 3_600_000 + 1),
+    ("lt_1d", 86_400_000 + 1),
+)
+
+
+class DueBuckets(msgspec.Struct, frozen=True):
+    """Pending timers by due time from now. Counting stops at ``cap`` keys (``capped``)."""
+
+    due_now: int
+    lt_5s: int
+    lt_1m: int
+    lt_1h: int
+    lt_1d: int
+    later: int
+    capped: bool
+
+
+class ServiceStats(msgspec.Struct, frozen=True):
+    now_ms: int
+    store: str
+    pending: int
+    in_flight: int
+    queue_depth: int
+    queue_capacity: int
+    delivered: int
+    cancelled: int
+    dead_lettered: int
+    lateness: LatenessSummary
+    last_scan_ms: float
+    last_scan_count: int
+    watermark_ms: int
+    pending_by_topic: dict[str, int]
+    due_buckets: DueBuckets
+
+
+def due_buckets(store: TimerStore, now_ms: int, pending: int, cap: int) -> DueBuckets:
+    """Cumulative counts below each deadline, turned into per-bucket counts."""
+    deadlines = [now_ms + offset for _, offset in BUCKETS_MS]
+    cumulative = store.count_pending_due_before(deadlines, cap)
+    counts = [cumulative[0]] + [b - a for a, b in itertools.pairwise(cumulative)]
+    capped = cumulative[-1] >= cap
+    later = max(0, pending - cumulative[-1])
+    due_now, lt_5s, lt_1m, lt_1h, lt_1d = counts
+    return DueBuckets(due_now, lt_5s, lt_1m, lt_1h, lt_1d, later, capped)
+
+
+def collect(store: TimerStore, engine: Engine | None, now_ms: int, cap: int) -> ServiceStats:
+    """Blocking (it counts keys): call it from a worker thread."""
+    s = store.stats()
+    lateness = engine.lateness.summary() if engine else LatenessSummary(0, None, None, None, 0)
+    return ServiceStats(
+        now_ms=now_ms,
+        store=store.name,
+        pending=s.pending,
+        in_flight=s.in_flight,
+        queue_depth=engine.queue.depth if engine else 0,
+        queue_capacity=engine.queue.capacity if engine else 0,
+        delivered=s.delivered,
+        cancelled=s.cancelled,
+        dead_lettered=s.dead_lettered,
+        lateness=lateness,
+        last_scan_ms=round(engine.scanner.last_scan_ms, 3) if engine else 0.0,
+        last_scan_count=engine.scanner.last_scan_count if engine else 0,
+        watermark_ms=s.watermark_ms,
+        pending_by_topic=s.pending_by_topic,
+        due_buckets=due_buckets(store, now_ms, s.pending, cap),
+    )

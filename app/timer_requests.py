@@ -1,0 +1,183 @@
+"""Turning schedule requests into ``NewTimer``s: the rules no schema can express.
+
+The API decodes bodies with msgspec (types, name charset, unknown fields); what is left
+here depends on the settings or on several fields at once: exactly one of
+``deliver_at_ms``/``delay_ms``, payload and header limits, UTF-8 text. A batch is
+checked as a whole and every bad item is reported (index, field, rule) before anything
+is stored. Ids the client left out are made here: sortable and unique (see ``IdMaker``).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+import msgspec
+
+from storage.errors import InvalidInputError
+from storage.protocol import NewTimer
+
+MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: far beyond any real delay
+
+
+class TimerRequest(Protocol):
+    """What a schedule request carries (``api.schemas.TimerCreate`` has this shape)."""
+
+    topic: str
+    id: str | None
+    deliver_at_ms: int | None
+    delay_ms: int | None
+    payload: str | None
+    payload_b64: bytes | None
+    headers: dict[str, str] | None
+
+
+class RequestLimits(msgspec.Struct, frozen=True):
+    max_payload_bytes: int = 1 << 20
+    max_headers: int = 64
+    max_headers_bytes: int = 16 << 10
+    max_batch_timers: int = 10_000
+
+
+class Problem(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One rule broken by one field; ``index`` is the item's position in a batch."""
+
+    field: str
+    message: str
+    index: int | None = None
+
+
+class InvalidBatchError(InvalidInputError):
+    """Several problems at once; ``field``/``message`` describe the first."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(first.message + more, field=first.field)
+        self.problems = list(problems)
+
+
+class IdMaker:
+    """ULID-like ids: 12 hex digits of epoch ms, then 20 hex digits of a random counter.
+
+    Fixed width, lowercase hex: byte order is creation order. Within one millisecond the
+    counter goes up by one from a random start, so ids made by this process never repeat
+    and stay sorted; across processes the 80 random bits make a clash negligible.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last_ms = -1
+        self._counter = 0
+
+    def make(self, now_ms: int, count: int = 1) -> list[str]:
+        with self._lock:
+            if now_ms > self._last_ms:
+                self._last_ms = now_ms
+                self._counter = secrets.randbits(79)  # headroom: the counter cannot overflow
+            ms, start = self._last_ms, self._counter
+            self._counter += count
+        return [f"{ms:012x}{start + i:020x}" for i in range(count)]
+
+
+def _payload(req: TimerRequest, limits: RequestLimits) -> tuple[bytes, bool]:
+    if req.payload is not None and req.payload_b64 is not None:
+        raise InvalidInputError("give either payload or payload_b64, not both", field="payload")
+    if req.payload_b64 is not None:
+        data, binary, name = req.payload_b64, True, "payload_b64"
+    else:
+        try:
+            data = (req.payload or "").encode()
+        except UnicodeEncodeError:
+            raise InvalidInputError("payload must be valid UTF-8 text", field="payload") from None
+        binary, name = False, "payload"
+    if len(data) > limits.max_payload_bytes:
+        raise InvalidInputError(
+            f"{name} must be at most {limits.max_payload_bytes} bytes, got {len(data)}",
+            field=name,
+        )
+    return data, binary
+
+
+def _check_headers(headers: dict[str, str], limits: RequestLimits) -> None:
+    if len(headers) > limits.max_headers:
+        raise InvalidInputError(
+            f"headers may have at most {limits.max_headers} entries, got {len(headers)}",
+            field="headers",
+        )
+    try:
+        size = sum(len(k.encode()) + len(v.encode()) for k, v in headers.items())
+    except UnicodeEncodeError:
+        raise InvalidInputError("headers must be valid UTF-8 text", field="headers") from None
+    if size > limits.max_headers_bytes:
+        raise InvalidInputError(
+            f"headers must be at most {limits.max_headers_bytes} bytes in all, got {size}",
+            field="headers",
+        )
+
+
+def _deliver_at_ms(req: TimerRequest, now_ms: int) -> int:
+    if (req.deliver_at_ms is None) == (req.delay_ms is None):
+        raise InvalidInputError(
+            "give exactly one of deliver_at_ms and delay_ms", field="deliver_at_ms"
+        )
+    if req.delay_ms is not None:
+        if req.delay_ms < 0:
+            raise InvalidInputError("delay_ms must be at least 0", field="delay_ms")
+        deliver_at_ms = now_ms + req.delay_ms
+        if deliver_at_ms > MAX_TIME_MS:
+            raise InvalidInputError(f"delay_ms reaches past {MAX_TIME_MS}", field="delay_ms")
+        return deliver_at_ms
+    assert req.deliver_at_ms is not None
+    if not 0 <= req.deliver_at_ms <= MAX_TIME_MS:
+        raise InvalidInputError(
+            f"deliver_at_ms must be between 0 and {MAX_TIME_MS}", field="deliver_at_ms"
+        )
+    return req.deliver_at_ms
+
+
+def to_new_timer(req: TimerRequest, now_ms: int, timer_id: str, limits: RequestLimits) -> NewTimer:
+    """One request as a NewTimer, or InvalidInputError naming the field and the rule."""
+    deliver_at_ms = _deliver_at_ms(req, now_ms)
+    payload, binary = _payload(req, limits)
+    headers = req.headers or {}
+    if headers:
+        _check_headers(headers, limits)
+    return NewTimer(req.topic, timer_id, deliver_at_ms, payload, headers, binary)
+
+
+def to_new_timers(
+    reqs: Sequence[TimerRequest | None],
+    now_ms: int,
+    ids: IdMaker,
+    limits: RequestLimits,
+    problems: Sequence[Problem] = (),
+) -> list[NewTimer]:
+    """Every request as a NewTimer; InvalidBatchError lists every bad item otherwise.
+
+    ``None`` items failed to decode; ``problems`` already describes them.
+    """
+    if not 1 <= len(reqs) <= limits.max_batch_timers:
+        raise InvalidInputError(
+            f"timers must hold 1 to {limits.max_batch_timers} items, got {len(reqs)}",
+            field="timers",
+        )
+    missing = sum(1 for r in reqs if r is not None and r.id is None)
+    fresh = iter(ids.make(now_ms, missing) if missing else ())
+    timers: list[NewTimer] = []
+    found = list(problems)
+    for i, req in enumerate(reqs):
+        if req is None:
+            continue
+        try:
+            timer_id = req.id if req.id is not None else next(fresh)
+            timers.append(to_new_timer(req, now_ms, timer_id, limits))
+        except InvalidInputError as exc:
+            field = f"timers[{i}].{exc.field}"
+            found.append(Problem(field, f"{field}: {exc.message}", i))
+    if found:
+        found.sort(key=lambda p: -1 if p.index is None else p.index)
+        raise InvalidBatchError(found)
+    return timers
