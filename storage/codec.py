@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Iterable
 
 import msgspec
 
 from storage.errors import InvalidInputError
 
 NAME_MAX_BYTES = 128
-NAME_PATTERN = re.compile(rb"[A-Za-z0-9._:\-]{1,128}")
 SEPARATOR = b"\x00"
 _U64 = struct.Struct(">Q")
 U64_MAX = (1 << 64) - 1
@@ -90,8 +90,13 @@ class JournalEntry(msgspec.Struct, array_like=True, frozen=True):
     created_ms: int
 
 
+_valid_name = re.compile(r"[A-Za-z0-9._:\-]{1,128}").fullmatch
+
+
 def validate_name(field: str, value: str) -> bytes:
     """Return ``value`` as ASCII bytes, or raise naming ``field`` and the rule it broke."""
+    if type(value) is str and _valid_name(value):  # the hot path: one C call
+        return value.encode()
     if not isinstance(value, str):
         raise InvalidInputError(f"{field} must be a string", field=field)
     raw = value.encode("utf-8", "surrogatepass")
@@ -99,11 +104,21 @@ def validate_name(field: str, value: str) -> bytes:
         raise InvalidInputError(
             f"{field} must be 1 to {NAME_MAX_BYTES} bytes, got {len(raw)}", field=field
         )
-    if NAME_PATTERN.fullmatch(raw) is None:
-        raise InvalidInputError(
-            f"{field} may contain only A-Z a-z 0-9 . _ : - (got {value!r})", field=field
-        )
-    return raw
+    raise InvalidInputError(
+        f"{field} may contain only A-Z a-z 0-9 . _ : - (got {value!r})", field=field
+    )
+
+
+def validate_idents(pairs: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    """Validate many (topic, id) pairs; topics repeat, so each is checked once per call."""
+    topics: dict[str, bytes] = {}
+    out = []
+    for topic, timer_id in pairs:
+        topic_b = topics.get(topic)
+        if topic_b is None:
+            topic_b = topics[topic] = validate_name("topic", topic)
+        out.append((topic_b, validate_name("id", timer_id)))
+    return out
 
 
 def u64(value: int) -> bytes:

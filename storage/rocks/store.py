@@ -17,13 +17,14 @@ range-deletes and compacts everything below it.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import msgspec
 import rocksdict as rd
 
 from storage import codec
-from storage.codec import DoneRecord, JournalEntry, LogMessage, TimerRecord
+from storage.codec import JournalEntry, TimerRecord
 from storage.errors import ConflictError, InvalidInputError, NotFoundError, StoreClosedError
 from storage.protocol import (
     CancelOutcome,
@@ -39,9 +40,10 @@ from storage.protocol import (
     TimerView,
     TopicInfo,
 )
-from storage.rocks import housekeeping, reads
+from storage.rocks import housekeeping, ingest, reads
 from storage.rocks.counters import CounterDelta, Counters
 from storage.rocks.db import RocksHandles, RocksSettings, multi_get, open_db, read_ticker
+from storage.rocks.ingest import IngestReport
 
 
 class RocksTimerStore:
@@ -81,33 +83,35 @@ class RocksTimerStore:
 
     # ----------------------------------------------------------------- schedule
     def schedule(self, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
-        names = [_validated_ident(t) for t in timers]
+        names = codec.validate_idents((t.topic, t.id) for t in timers)
+        idents = [topic + codec.SEPARATOR + tid for topic, tid in names]
         h = self.handles
-        cf_timers, cf_ids, cf_done = h.handles["timers"], h.cfs["ids"], h.cfs["done"]
+        cf_timers, cf_ids = h.handles["timers"], h.handles["ids"]
+        timer_key, u64, encode = codec.timer_key, codec.u64, codec.encode
         with self._lock:
-            idents = [codec.ident_key(topic, tid) for topic, tid in names]
-            old_times = multi_get(cf_ids, idents)
-            self._refuse_too_late(timers, idents, names, old_times, cf_done)
+            old_times = multi_get(h.cfs["ids"], idents)
+            self._refuse_too_late(timers, idents, names, old_times)
             floor_ms = self._clamp_floor_ms()
             batch = rd.WriteBatch(raw_mode=True)
+            put, delete = batch.put, batch.delete
             delta = CounterDelta(self._counters)
-            latest: dict[bytes, int] = {}  # ident -> key time written by this batch
+            latest: dict[bytes, int] = {}  # ident -> key time written earlier in this batch
             results = []
             for timer, (topic, tid), ident, old in zip(
                 timers, names, idents, old_times, strict=True
             ):
-                key_ms = max(timer.deliver_at_ms, floor_ms)
-                key = codec.timer_key(key_ms, topic, tid)
-                previous_ms = latest.get(ident, None if old is None else codec.read_u64(old))
+                deliver_ms = timer.deliver_at_ms
+                key_ms = deliver_ms if deliver_ms >= floor_ms else floor_ms
+                previous_ms = latest.get(ident)
+                if previous_ms is None and old is not None:
+                    previous_ms = codec.read_u64(old)
                 if previous_ms is None:
                     delta.pending[timer.topic] += 1
                 elif previous_ms != key_ms:
-                    batch.delete(codec.timer_key(previous_ms, topic, tid), cf_timers)
-                record = TimerRecord(
-                    timer.payload, timer.headers, now_ms, timer.deliver_at_ms, 0, timer.binary
-                )
-                batch.put(key, codec.encode(record), cf_timers)
-                batch.put(ident, codec.u64(key_ms), h.handles["ids"])
+                    delete(timer_key(previous_ms, topic, tid), cf_timers)
+                record = (timer.payload, timer.headers, now_ms, deliver_ms, 0, timer.binary)
+                put(timer_key(key_ms, topic, tid), encode(record), cf_timers)
+                put(ident, u64(key_ms), cf_ids)
                 latest[ident] = key_ms
                 results.append(
                     ScheduleResult(timer.topic, timer.id, key_ms, now_ms, previous_ms is not None)
@@ -121,27 +125,19 @@ class RocksTimerStore:
         idents: list[bytes],
         names: list[tuple[bytes, bytes]],
         old_times: list[bytes | None],
-        cf_done: rd.Rdict,
     ) -> None:
         """Raise ConflictError for the first item that is in flight or already delivered."""
+        if self._in_flight:
+            for i, old in enumerate(old_times):
+                if old is not None:
+                    key = codec.timer_key(codec.read_u64(old), *names[i])
+                    if key in self._in_flight:
+                        raise _too_late(i, timers[i], TimerState.IN_FLIGHT, "is being delivered")
         unseen = [i for i, old in enumerate(old_times) if old is None]
-        done = multi_get(cf_done, [idents[i] for i in unseen])
+        done = multi_get(self.handles.cfs["done"], [idents[i] for i in unseen])
         for i, record in zip(unseen, done, strict=True):
             if record is not None:
-                raise ConflictError(
-                    f"timers[{i}]: {timers[i].topic}/{timers[i].id} was already delivered",
-                    state=TimerState.DELIVERED,
-                    field=f"timers[{i}]",
-                )
-        for i, old in enumerate(old_times):
-            if old is not None:
-                topic, tid = names[i]
-                if codec.timer_key(codec.read_u64(old), topic, tid) in self._in_flight:
-                    raise ConflictError(
-                        f"timers[{i}]: {timers[i].topic}/{timers[i].id} is being delivered",
-                        state=TimerState.IN_FLIGHT,
-                        field=f"timers[{i}]",
-                    )
+                raise _too_late(i, timers[i], TimerState.DELIVERED, "was already delivered")
 
     # ----------------------------------------------------------------- cancel
     def cancel(self, idents: Sequence[tuple[str, str]]) -> list[CancelResult]:
@@ -201,22 +197,26 @@ class RocksTimerStore:
     # ----------------------------------------------------------------- delivery
     def due(self, now_ms: int, limit: int) -> list[DueTimer]:
         h = self.handles
-        options = rd.ReadOptions()
+        options = rd.ReadOptions()  # must outlive the iterator (it points into the bound)
         options.set_iterate_upper_bound(codec.u64(now_ms + 1))
         out: list[DueTimer] = []
+        in_flight = self._in_flight
+        read_u64, decode_record = codec.read_u64, codec.decode_record
         with self._lock:
             it = h.cfs["timers"].iter(options)
             it.seek(self._scan_from)
+            valid, step, key_of, value_of = it.valid, it.next, it.key, it.value
             last = None
-            while len(out) < limit and it.valid():
-                key = last = it.key()
-                if key not in self._in_flight:
-                    key_ms, topic, tid = codec.decode_timer_key(key)
-                    out.append(DueTimer(key, topic, tid, key_ms, codec.decode_record(it.value())))
-                    self._in_flight.add(key)
-                it.next()
-            exhausted = not it.valid()
-            del it
+            while len(out) < limit and valid():
+                key = last = key_of()
+                if key not in in_flight:
+                    topic, _, tid = key[8:].partition(b"\0")
+                    record = decode_record(value_of())
+                    out.append(DueTimer(key, topic.decode(), tid.decode(), read_u64(key), record))
+                    in_flight.add(key)
+                step()
+            exhausted = not valid()
+            del it, valid, step, key_of, value_of
             if last is not None:
                 self._scan_from = last + codec.SEPARATOR
             if exhausted:  # every key below now + 1 was seen: the cursor may move there
@@ -226,19 +226,22 @@ class RocksTimerStore:
     def commit_delivered(
         self, timers: Sequence[DueTimer], delivered_ms: int, *, to_topic_log: bool
     ) -> list[int]:
-        h = self.handles
-        hd = h.handles
+        hd = self.handles.handles
+        cf_timers, cf_ids, cf_done, cf_log = hd["timers"], hd["ids"], hd["done"], hd["topiclog"]
+        encode, log_key = codec.encode, codec.log_key
         with self._lock:
             batch = rd.WriteBatch(raw_mode=True)
+            put, delete = batch.put, batch.delete
             delta = CounterDelta(self._counters)
             offsets, journal = [], []
             for t in timers:
-                topic_b, ident = t.topic.encode(), codec.ident_key(t.topic.encode(), t.id.encode())
-                r = t.record
+                key, r = t.key, t.record
+                ident = key[8:]
+                attempts = r.attempts + 1
                 offset = -1
                 if to_topic_log:
                     offset = delta.take_offset(t.topic)
-                    message = LogMessage(
+                    message = (
                         t.id,
                         r.payload,
                         r.headers,
@@ -246,37 +249,34 @@ class RocksTimerStore:
                         r.requested_deliver_ms,
                         t.key_ms,
                         delivered_ms,
-                        r.attempts + 1,
-                    )
-                    batch.put(codec.log_key(topic_b, offset), codec.encode(message), hd["topiclog"])
-                batch.delete(t.key, hd["timers"])
-                batch.delete(ident, hd["ids"])
-                done = DoneRecord(
-                    delivered_ms, offset, t.key_ms, r.requested_deliver_ms, r.created_ms
-                )
-                batch.put(ident, codec.encode(done), hd["done"])
-                delta.pending[t.topic] -= 1
+                        attempts,
+                    )  # the fields of codec.LogMessage, encoded as the same array
+                    put(log_key(ident[: -len(t.id) - 1], offset), encode(message), cf_log)
+                delete(key, cf_timers)
+                delete(ident, cf_ids)
+                done = (delivered_ms, offset, t.key_ms, r.requested_deliver_ms, r.created_ms)
+                put(ident, encode(done), cf_done)  # codec.DoneRecord
                 offsets.append(offset)
                 journal.append(
-                    JournalEntry(
+                    (
                         t.topic,
                         t.id,
                         r.requested_deliver_ms,
                         t.key_ms,
                         delivered_ms,
-                        r.attempts + 1,
+                        attempts,
                         offset,
                         r.created_ms,
                     )
-                )
+                )  # codec.JournalEntry
+            for topic, count in Counter(t.topic for t in timers).items():
+                delta.pending[topic] -= count
             sequence = self._counters.totals["journal_seq"]
-            batch.put(
-                codec.journal_key(delivered_ms, sequence), codec.encode(journal), hd["journal"]
-            )
+            put(codec.journal_key(delivered_ms, sequence), encode(journal), hd["journal"])
             delta.totals["journal_seq"] += 1
             delta.totals["delivered"] += len(timers)
             self._write(batch, delta)
-            self._in_flight.difference_update(t.key for t in timers)
+            self._in_flight.difference_update([t.key for t in timers])
         return offsets
 
     def retry_later(self, timers: Sequence[DueTimer], retry_at_ms: int, error: str) -> None:
@@ -449,6 +449,10 @@ class RocksTimerStore:
                 expired += new_start - start
         return expired
 
+    def ingest_staged(self, stage_dir: str, *, replace: bool = False) -> IngestReport:
+        """Ingest a bulk import's staged SST files (see ``storage.rocks.ingest``)."""
+        return ingest.ingest_staged(self, stage_dir, replace=replace)
+
     def flush(self) -> None:
         self.handles.db.flush()
 
@@ -459,8 +463,10 @@ class RocksTimerStore:
                 self._h = None
 
 
-def _validated_ident(timer: NewTimer) -> tuple[bytes, bytes]:
-    return codec.validate_name("topic", timer.topic), codec.validate_name("id", timer.id)
+def _too_late(index: int, timer: NewTimer, state: TimerState, what: str) -> ConflictError:
+    return ConflictError(
+        f"timers[{index}]: {timer.topic}/{timer.id} {what}", state=state, field=f"timers[{index}]"
+    )
 
 
 def _with_attempt(record: TimerRecord) -> TimerRecord:

@@ -1,0 +1,155 @@
+"""Core throughput, measured side by side in one run on the same data.
+
+1. raw rocksdict: WriteBatch of 1000 puts (the timer keys and encoded records) per write;
+2. store.schedule: batches of 1000 timers with 200-byte payloads;
+3. scan + dispatch + commit into the embedded topic log (Engine.run_once).
+
+Each figure is the median of ``--repeats`` runs on a fresh database (min and max are
+printed beside it). Run: ``make bench-core`` or ``python -m bench.core_throughput``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import rocksdict as rd
+
+from app.clock import FakeClock
+from app.engine import Engine, EngineSettings
+from storage import codec
+from storage.protocol import NewTimer, TimerStore
+from storage.rocks import RocksSettings, RocksTimerStore
+
+START_MS = 1_700_000_000_000
+PAYLOAD = b"p" * 200
+BATCH = 1000
+
+
+def make_batches(count: int) -> list[list[NewTimer]]:
+    timers = [
+        NewTimer(
+            f"topic-{i % 8}", f"order-{i:010d}", START_MS + 1000 + (i * 7919) % 3_600_000, PAYLOAD
+        )
+        for i in range(count)
+    ]
+    return [timers[i : i + BATCH] for i in range(0, count, BATCH)]
+
+
+def raw_put_rate(batches: list[list[NewTimer]], path: str) -> float:
+    """Puts/s of plain WriteBatches of the same keys and values, no store logic."""
+    pairs = [
+        [
+            (
+                codec.timer_key(t.deliver_at_ms, t.topic.encode(), t.id.encode()),
+                codec.encode(codec.TimerRecord(t.payload, t.headers, START_MS, t.deliver_at_ms)),
+            )
+            for t in batch
+        ]
+        for batch in batches
+    ]
+    options = rd.Options(raw_mode=True)
+    options.create_if_missing(True)
+    db = rd.Rdict(path, options)
+    started = time.perf_counter()
+    for batch in pairs:
+        wb = rd.WriteBatch(raw_mode=True)
+        for key, value in batch:
+            wb.put(key, value)
+        db.write(wb)
+    elapsed = time.perf_counter() - started
+    db.close()
+    return sum(len(b) for b in pairs) / elapsed
+
+
+def schedule_rate(store: TimerStore, batches: list[list[NewTimer]]) -> float:
+    started = time.perf_counter()
+    for batch in batches:
+        store.schedule(batch, START_MS)
+    return sum(len(b) for b in batches) / (time.perf_counter() - started)
+
+
+def delivery_rate(store: TimerStore, count: int) -> float:
+    engine = Engine(store, FakeClock(START_MS), EngineSettings(scan_batch=BATCH))
+    started = time.perf_counter()
+    delivered = engine.run_once(START_MS + 10 * 3_600_000)
+    elapsed = time.perf_counter() - started
+    assert delivered == count, (delivered, count)
+    return delivered / elapsed
+
+
+def open_rocks(path: str) -> TimerStore:
+    return RocksTimerStore(RocksSettings(path))
+
+
+STORES: dict[str, Callable[[str], TimerStore]] = {"rocks": open_rocks}
+
+
+def measure(store_name: str, count: int, repeats: int) -> dict[str, list[float]]:
+    batches = make_batches(count)
+    runs: dict[str, list[float]] = {"raw_puts_per_s": [], "schedule_per_s": [], "deliver_per_s": []}
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="bench-core-") as tmp:
+            runs["raw_puts_per_s"].append(raw_put_rate(batches, os.path.join(tmp, "raw")))
+            store = STORES[store_name](os.path.join(tmp, store_name))
+            try:
+                runs["schedule_per_s"].append(schedule_rate(store, batches))
+                runs["deliver_per_s"].append(delivery_rate(store, count))
+            finally:
+                store.close()
+    return runs
+
+
+def summarize(runs: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    return {
+        name: {"median": statistics.median(v), "min": min(v), "max": max(v)}
+        for name, v in runs.items()
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--timers", type=int, default=200_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--stores", default="rocks", help=f"comma list of {sorted(STORES)}")
+    parser.add_argument("--out", default="bench/results")
+    args = parser.parse_args(argv)
+    result: dict[str, object] = {
+        "timers": args.timers,
+        "repeats": args.repeats,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "stores": {},
+    }
+    for name in args.stores.split(","):
+        figures = summarize(measure(name, args.timers, args.repeats))
+        raw, sched, deliver = (
+            figures["raw_puts_per_s"]["median"],
+            figures["schedule_per_s"]["median"],
+            figures["deliver_per_s"]["median"],
+        )
+        figures["ratios"] = {"schedule_vs_raw": sched / raw, "deliver_vs_raw": deliver / raw}
+        result["stores"][name] = figures  # type: ignore[index]
+        print(f"[{name}] {args.timers} timers, median of {args.repeats} (min..max)")
+        for key in ("raw_puts_per_s", "schedule_per_s", "deliver_per_s"):
+            f = figures[key]
+            print(f"  {key:16s} {f['median']:>10,.0f}  ({f['min']:,.0f}..{f['max']:,.0f})")
+        print(f"  schedule / raw   {sched / raw:.2f}   (target >= 0.50)")
+        print(f"  deliver          {deliver:,.0f}/s (target >= 200,000/s)")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = out / f"core-throughput-{stamp}.json"
+    path.write_text(json.dumps(result, indent=2))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
