@@ -63,7 +63,7 @@ class BoundedIter:
 bounded_iter = BoundedIter
 
 
-def pending_view(key: bytes, value: bytes, in_flight: set[bytes] | frozenset[bytes]) -> TimerView:
+def pending_view(key: bytes, value: bytes, in_flight: set[bytes]) -> TimerView:
     key_ms, topic, timer_id = codec.decode_timer_key(key)
     r = codec.decode_record(value)
     state = TimerState.IN_FLIGHT if key in in_flight else TimerState.PENDING
@@ -151,7 +151,7 @@ def list_pending(
         key = last = it.key()
         visits += 1
         if wanted is None or key[8:].startswith(wanted):
-            views.append(pending_view(key, it.value(), frozenset(in_flight)))
+            views.append(pending_view(key, it.value(), in_flight))
         it.next()
     more = it.valid()
     del it
