@@ -1,0 +1,91 @@
+"""``timerstore bench``: run the comparison and write ``<out>/<UTC timestamp>/``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+from typing import Any
+
+DEFAULT_OUT = os.path.join("bench", "results")
+
+
+def _names(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [n.strip() for v in values for n in v.split(",") if n.strip()]
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "bench",
+        help="run the comparison benchmark (RocksDB store vs wheel vs baselines)",
+        description="Run the benchmark scenarios against every system; write JSON, Markdown, PNG.",
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--quick",
+        dest="mode",
+        action="store_const",
+        const="quick",
+        help="small sizes, under 3 minutes on 2 cores (the default)",
+    )
+    mode.add_argument(
+        "--full",
+        dest="mode",
+        action="store_const",
+        const="full",
+        help="the issue's sizes (hours; run on a quiet machine)",
+    )
+    mode.add_argument(
+        "--tiny", dest="mode", action="store_const", const="tiny", help=argparse.SUPPRESS
+    )
+    p.add_argument(
+        "--scenario",
+        action="append",
+        metavar="NAME",
+        help="scenario key or number, comma-separated or repeated (default: all)",
+    )
+    p.add_argument(
+        "--stores",
+        action="append",
+        metavar="NAMES",
+        help="systems or families: rocks,wheel,heap,aps,aps-sqlite,... (default: all)",
+    )
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"results root (default {DEFAULT_OUT})")
+    p.add_argument("--keep-data", action="store_true", help="keep the stores' data directories")
+    p.add_argument("--quiet", action="store_true", help="no live progress display")
+    p.set_defaults(handler=handle, mode="quick")
+
+
+def handle(args: argparse.Namespace) -> int:
+    from bench import charts, report, scenarios, systems, targets
+    from bench.runner import run_bench
+    from bench.sizes import FULL, PRESETS
+
+    sizes = PRESETS[args.mode]
+    chosen = scenarios.select(_names(args.scenario))
+    specs = systems.select_specs(_names(args.stores))
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = os.path.join(args.out, stamp)
+    os.makedirs(out_dir, exist_ok=True)
+    argv = ["bench", f"--{args.mode}"]
+    if args.scenario:
+        argv += ["--scenario", ",".join(_names(args.scenario) or [])]
+    if args.stores:
+        argv += ["--stores", ",".join(_names(args.stores) or [])]
+    results = run_bench(
+        chosen, specs, sizes, out_dir, keep_data=args.keep_data, quiet=args.quiet, argv=argv
+    )
+    results["targets"] = targets.judge(results, FULL.to_json())
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(results, f, indent=1, default=str)
+    names = charts.draw_all(results, chosen, sizes, out_dir)
+    with open(os.path.join(out_dir, "report.md"), "w") as f:
+        f.write(report.render(results, chosen, sizes, names))
+    print(f"results: {out_dir}")
+    for t in results["targets"]:
+        met = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
+        print(f"  {met:13} {t['target']} (value {t['value']})")
+    return 0

@@ -1,0 +1,168 @@
+"""Runs the chosen scenarios against every chosen system and collects every figure."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import shutil
+import subprocess
+import time
+import traceback
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from bench.measure import io_write_bytes, machine_info, versions
+from bench.scenarios.common import Context
+from bench.sizes import Sizes
+from bench.systems import Skip, SystemSpec
+from bench.systems.base import dir_bytes
+
+log = logging.getLogger(__name__)
+ProgressFn = Callable[[str, str, float], None]
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def run_one(module: ModuleType, spec: SystemSpec, ctx: Context) -> dict[str, Any]:
+    """One scenario on one system: its figures, or why it was skipped, and its disk use."""
+    if spec.unavailable:
+        return {"status": "unavailable", "reason": spec.unavailable}
+    io0 = io_write_bytes()
+    started = time.perf_counter()
+    try:
+        figures = module.run(spec, ctx)
+    except Skip as exc:
+        return {"status": "skipped", "reason": str(exc)}
+    except Exception as exc:  # one failing system must not sink the run: report it
+        log.debug("scenario %s on %s failed", module.KEY, spec.name, exc_info=True)
+        return {
+            "status": "error",
+            "reason": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(),
+        }
+    elapsed = time.perf_counter() - started
+    written = io_write_bytes() - io0
+    on_disk = dir_bytes(ctx.workdir)
+    payload = sum(s.payload_bytes for s in ctx.opened)
+    pending = figures.get("pending_end")
+    if pending is None:
+        pending = _pending_of(figures)
+    return {
+        "status": "ok",
+        "elapsed_s": elapsed,
+        "figures": figures,
+        "disk": {
+            "bytes_on_disk": on_disk,
+            "pending": pending,
+            "bytes_per_pending": on_disk / pending if pending else None,
+            "io_write_bytes": written,
+            "payload_bytes": payload,
+            "write_amplification": written / payload if payload else None,
+        },
+    }
+
+
+def _pending_of(figures: dict[str, Any]) -> int | None:
+    variants = figures.get("variants")
+    if isinstance(variants, dict):
+        return sum(int(v.get("pending_end") or 0) for v in variants.values()) or None
+    stats = (figures.get("counters") or {}).get("stats") or {}
+    return stats.get("pending")
+
+
+def run_bench(
+    scenarios: list[ModuleType],
+    specs: list[SystemSpec],
+    sizes: Sizes,
+    out_dir: str,
+    *,
+    keep_data: bool = False,
+    quiet: bool = False,
+    argv: list[str] | None = None,
+) -> dict[str, Any]:
+    data_dir = os.path.join(out_dir, "data")
+    results: dict[str, Any] = {
+        "meta": {
+            "started_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "mode": sizes.name,
+            "argv": argv or [],
+            "sizes": sizes.to_json(),
+            "machine": machine_info(),
+            "versions": versions(),
+            "git_commit": git_commit(),
+            "systems": [
+                {
+                    "name": s.name,
+                    "family": s.family,
+                    "description": s.description,
+                    "durable": s.durable,
+                    "scale": s.scale,
+                    "available": s.unavailable is None,
+                    "reason": s.unavailable,
+                }
+                for s in specs
+            ],
+            "settings": {
+                "engine": "EngineSettings defaults (tick 10 ms, scan batch 1000, queue 100,000)",
+                "rocks": "RocksSettings defaults (WAL on, no fsync per write, 64 MB cache)",
+                "blob_min_bytes": sizes.growth_blob_min_bytes,
+                "workdir": data_dir,
+            },
+        },
+        "scenarios": {},
+    }
+    total = len(scenarios) * len(specs)
+    console = Console(stderr=True, quiet=quiet)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, disable=quiet) as progress:
+        overall = progress.add_task("all scenarios", total=total)
+        for module in scenarios:
+            entry: dict[str, Any] = {
+                "number": module.NUMBER,
+                "title": module.TITLE,
+                "doc": (module.__doc__ or "").strip(),
+                "systems": {},
+            }
+            results["scenarios"][module.KEY] = entry
+            for spec in specs:
+                label = f"{module.NUMBER}. {module.KEY} · {spec.name}"
+                task = progress.add_task(label, total=1.0)
+                workdir = os.path.join(data_dir, module.KEY, spec.name)
+
+                def tick(fraction: float, task: Any = task) -> None:
+                    if fraction:
+                        progress.update(task, completed=min(1.0, fraction))
+
+                ctx = Context(sizes, workdir, tick)
+                entry["systems"][spec.name] = run_one(module, spec, ctx)
+                status = entry["systems"][spec.name]["status"]
+                progress.update(task, completed=1.0, description=f"{label} [{status}]")
+                progress.advance(overall)
+                if status == "error":
+                    console.print(entry["systems"][spec.name]["traceback"])
+                if not keep_data:
+                    shutil.rmtree(workdir, ignore_errors=True)
+                progress.remove_task(task)
+                console.log(f"{label}: {status}")
+    if not keep_data:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    results["meta"]["finished_utc"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return results

@@ -1,0 +1,98 @@
+"""Scenario 2, burst: N timers due in the same instant, on the real clock.
+
+The delivery engine runs while the timers are scheduled, all due at one instant T
+chosen so the schedule ends before it (from a calibration run on a throwaway store).
+Figures: seconds from T until every timer was delivered, lateness p50/p99/max,
+timers never delivered, and RSS growth (peak minus the RSS before scheduling).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from typing import Any
+
+from bench.measure import RssSampler, now_ms
+from bench.scenarios.common import Column, Context, chunks, timers, wait_until
+from bench.systems import BenchSystem, SystemSpec
+from bench.systems.aps import ApsSystem
+
+KEY = "burst"
+NUMBER = 2
+TITLE = "Burst: timers due in the same second"
+PAYLOAD = 100
+MB = 1 << 20
+
+
+def columns(ctx: Context) -> list[Column]:
+    return [
+        Column("timers", "timers"),
+        Column("deliver_all_s", "all delivered after (s)", "s", ratio=True, better="lower"),
+        Column("lateness.p50_ms", "p50 late", "ms", better="lower"),
+        Column("lateness.p99_ms", "p99 late", "ms", ratio=True, better="lower"),
+        Column("lateness.max_ms", "max late", "ms", better="lower"),
+        Column("never_delivered", "never delivered", better="lower"),
+        Column("rss_growth_mb", "RSS growth", "MB", better="lower"),
+    ]
+
+
+def calibrate_rate(spec: SystemSpec, ctx: Context, n: int) -> float:
+    """Schedule rate (timers/s) of this system on a throwaway instance."""
+    probe = max(200, min(20_000, n // 20))
+    system = spec.open(f"{ctx.workdir}/calibrate", simulated=False)
+    try:
+        t0 = now_ms()
+        items = timers("c", 0, probe, lambda _i: t0 + 3_600_000, PAYLOAD, ctx.rng)
+        started = time.perf_counter()
+        for part in chunks(items, ctx.sizes.batch):
+            system.schedule(part, t0)
+        return probe / (time.perf_counter() - started)
+    finally:
+        system.close()
+        shutil.rmtree(f"{ctx.workdir}/calibrate", ignore_errors=True)
+
+
+def settled(system: BenchSystem) -> int:
+    return system.settled() if isinstance(system, ApsSystem) else system.delivered()
+
+
+def run(spec: SystemSpec, ctx: Context) -> dict[str, Any]:
+    n = spec.size(ctx.sizes.burst_timers)
+    rate = calibrate_rate(spec, ctx, n)
+    lead_ms = int(n / rate * 1000 * 1.5) + 1500
+    system = ctx.open(spec, simulated=False)
+    try:
+        with RssSampler() as rss:
+            system.start()
+            due_ms = now_ms() + lead_ms
+            items = timers("b", 0, n, lambda _i: due_ms, PAYLOAD, ctx.rng)
+            for i, part in enumerate(chunks(items, ctx.sizes.batch)):
+                system.schedule(part, now_ms())
+                ctx.progress(min(0.5, (i + 1) * len(part) / n / 2))
+            del items
+            scheduled_ms = now_ms()
+            wait_until(lambda: now_ms() >= due_ms, lead_ms / 1000 + 1)
+            complete = wait_until(
+                lambda: settled(system) >= n,
+                ctx.sizes.burst_timeout_s,
+                tick=lambda _f: ctx.progress(0.5 + settled(system) / n / 2),
+            )
+            done_ms = now_ms()
+            system.stop()
+        delivered = system.delivered()
+        return {
+            "timers": n,
+            "lead_ms": lead_ms,
+            "schedule_overran_ms": max(0, scheduled_ms - due_ms),
+            "deliver_all_s": (done_ms - due_ms) / 1000 if complete and delivered >= n else None,
+            "timed_out": not complete,
+            "delivered": delivered,
+            "never_delivered": n - delivered,
+            "lateness": system.lateness(),
+            "rss_base_mb": rss.base / MB,
+            "rss_peak_mb": rss.peak / MB,
+            "rss_growth_mb": (rss.peak - rss.base) / MB,
+            "counters": system.counters(),
+        }
+    finally:
+        system.close()

@@ -1,0 +1,153 @@
+"""Scenario 6, growth: enqueue rate as the store grows from 0 to many pending timers.
+
+Timers due at random times over 30 days (unsorted keys: RocksDB must sort and compact
+them) are scheduled in windows; each window's rate is recorded with the pending count
+at its end. The figure is the rate near the end against the rate at the start (median
+of the first and of the last three windows). For the RocksDB store the same runs again
+with BlobDB (key-value separation, ``blob_min_bytes``), and read cost is measured on
+the grown store with and without it: a due scan (timers/s through ``due``) and random
+point reads (``get``/s).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from bench.measure import now_ms
+from bench.scenarios.common import Column, Context, chunks, timers
+from bench.systems import SystemSpec
+from bench.systems.base import TOPIC
+from bench.systems.engine_system import EngineSystem
+
+KEY = "growth"
+NUMBER = 6
+TITLE = "Growth: enqueue rate as pending timers grow"
+DAY_MS = 24 * 3600 * 1000
+
+
+def variants(ctx: Context, spec: SystemSpec) -> list[tuple[str, int, bool]]:
+    out = [(f"p{p}", p, False) for p in ctx.sizes.growth_targets]
+    if spec.family == "rocks":
+        out += [(f"p{p}_blob", p, True) for p in ctx.sizes.growth_targets]
+    return out
+
+
+def columns(ctx: Context) -> list[Column]:
+    return [
+        Column("pending_end", "pending"),
+        Column("rate_start", "rate at 0", "/s", ratio=True),
+        Column("rate_end", "rate at end", "/s", ratio=True),
+        Column("end_vs_start", "end/start", "x"),
+        Column("rate_min", "min window", "/s"),
+        Column("rate_max", "max window", "/s"),
+        Column("scan_rate", "due scan", "/s", ratio=True),
+        Column("get_rate", "get", "/s", ratio=True),
+    ]
+
+
+def table_rows(entry: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any] | None]]:
+    """One row per system and variant; each ratio is against rocks' plain variant."""
+    ok = {n: s["figures"]["variants"] for n, s in entry["systems"].items() if s["status"] == "ok"}
+    base = ok.get("rocks", {})
+    rows = []
+    for name, found in ok.items():
+        for variant, figures in found.items():
+            plain = variant.removesuffix("_blob")
+            is_base = name == "rocks" and variant == plain
+            rows.append((f"{name} {variant}", figures, None if is_base else base.get(plain)))
+    return rows
+
+
+def _edge(rates: list[float], last: bool) -> float:
+    k = 3 if len(rates) >= 6 else 1
+    return statistics.median(rates[-k:] if last else rates[:k])
+
+
+def read_cost(system: EngineSystem, ctx: Context, far_ms: int, ids: list[str]) -> dict[str, Any]:
+    store = system.store
+    scanned, started = 0, time.perf_counter()
+    taken = []
+    while scanned < ctx.sizes.growth_read_scan:
+        batch = store.due(far_ms, 1000)
+        if not batch:
+            break
+        scanned += len(batch)
+        taken.append(batch)
+    scan_s = time.perf_counter() - started
+    for batch in taken:
+        store.release(batch)
+    started = time.perf_counter()
+    for tid in ids:
+        store.get(TOPIC, tid)
+    get_s = time.perf_counter() - started
+    return {
+        "scan_timers": scanned,
+        "scan_rate": scanned / scan_s if scan_s else None,
+        "get_rate": len(ids) / get_s if get_s else None,
+    }
+
+
+def run_variant(
+    spec: SystemSpec, ctx: Context, name: str, size: int, blob: bool, share: tuple[int, int]
+) -> dict[str, Any]:
+    s = ctx.sizes
+    target = spec.size(s.growth_targets[size])
+    window = max(1, target // s.growth_windows)
+    start_ms = now_ms()
+    blob_min = s.growth_blob_min_bytes if blob else None
+    system = ctx.open(spec, sub=name, simulated=spec.sim_clock, blob_min_bytes=blob_min)
+    rng = ctx.rng
+    rates: list[float] = []
+    pending: list[int] = []
+    try:
+        for w in range(s.growth_windows):
+            items = timers(
+                "g",
+                w * window,
+                window,
+                lambda _i: start_ms + DAY_MS + rng.randrange(30 * DAY_MS),
+                size,
+                rng,
+            )
+            t0 = time.perf_counter()
+            for part in chunks(items, s.batch):
+                system.schedule(part, start_ms)
+            rates.append(window / (time.perf_counter() - t0))
+            pending.append((w + 1) * window)
+            ctx.progress((share[0] + (w + 1) / s.growth_windows) / share[1])
+        out: dict[str, Any] = {
+            "payload_bytes": size,
+            "blob_min_bytes": blob_min,
+            "pending_end": system.pending(),
+            "window_timers": window,
+            "rates": rates,
+            "pending": pending,
+            "rate_start": _edge(rates, last=False),
+            "rate_end": _edge(rates, last=True),
+            "rate_min": min(rates),
+            "rate_max": max(rates),
+        }
+        out["end_vs_start"] = out["rate_end"] / out["rate_start"]
+        if isinstance(system, EngineSystem):
+            ids = [
+                f"g{rng.randrange(window * s.growth_windows)}" for _ in range(s.growth_read_gets)
+            ]
+            out.update(read_cost(system, ctx, start_ms + 40 * DAY_MS, ids))
+            out["counters"] = system.counters()
+        return out
+    finally:
+        system.close()
+
+
+def run(spec: SystemSpec, ctx: Context) -> dict[str, Any]:
+    if spec.delivery_only:
+        from bench.systems import Skip
+
+        raise Skip("same enqueue path as its misfire-default twin (the policy acts on delivery)")
+    todo = variants(ctx, spec)
+    result: dict[str, Any] = {"variants": {}}
+    for i, (name, size, blob) in enumerate(todo):
+        result["variants"][name] = run_variant(spec, ctx, name, size, blob, (i, len(todo)))
+    return result

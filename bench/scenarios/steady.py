@@ -1,0 +1,70 @@
+"""Scenario 3, steady: timers fall due at a constant rate while new ones keep arriving.
+
+A producer schedules a batch every 10 ms, each timer due ``steady_delay_ms`` later, for
+``steady_seconds``; the engine delivers on the real clock in the same process. Figures:
+offered and achieved arrival rate, lateness percentiles, early deliveries (must be 0).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bench.measure import now_ms
+from bench.scenarios.burst import settled
+from bench.scenarios.common import Column, Context, fixed, timers, wait_until
+from bench.systems import SystemSpec
+
+KEY = "steady"
+NUMBER = 3
+TITLE = "Steady: timers falling due at a constant rate"
+PAYLOAD = 100
+TICK_S = 0.01
+
+
+def columns(ctx: Context) -> list[Column]:
+    return [
+        Column("rate_offered", "offered", "/s"),
+        Column("rate_achieved", "achieved", "/s", ratio=True),
+        Column("lateness.p50_ms", "p50 late", "ms", better="lower"),
+        Column("lateness.p99_ms", "p99 late", "ms", ratio=True, better="lower"),
+        Column("lateness.max_ms", "max late", "ms", better="lower"),
+        Column("lateness.early", "early", better="lower"),
+        Column("never_delivered", "never delivered", better="lower"),
+    ]
+
+
+def run(spec: SystemSpec, ctx: Context) -> dict[str, Any]:
+    s = ctx.sizes
+    rate = max(10, int(s.steady_rate * min(1.0, spec.scale * 4)))
+    per_tick = max(1, int(rate * TICK_S))
+    system = ctx.open(spec, simulated=False)
+    sent = 0
+    try:
+        system.start()
+        started = time.monotonic()
+        next_tick = started
+        while (elapsed := time.monotonic() - started) < s.steady_seconds:
+            t = now_ms()
+            due_ms = t + s.steady_delay_ms
+            items = timers("s", sent, per_tick, fixed(due_ms), PAYLOAD, ctx.rng)
+            system.schedule(items, t)
+            sent += per_tick
+            ctx.progress(min(0.9, elapsed / s.steady_seconds * 0.9))
+            next_tick += TICK_S
+            time.sleep(max(0.0, next_tick - time.monotonic()))
+        produce_s = time.monotonic() - started
+        wait_until(lambda: settled(system) >= sent, s.steady_delay_ms / 1000 + 10)
+        system.stop()
+        delivered = system.delivered()
+        return {
+            "rate_offered": rate,
+            "rate_achieved": sent / produce_s,
+            "scheduled": sent,
+            "delivered": delivered,
+            "never_delivered": sent - delivered,
+            "lateness": system.lateness(),
+            "counters": system.counters(),
+        }
+    finally:
+        system.close()

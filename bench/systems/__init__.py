@@ -1,0 +1,192 @@
+"""The benchmarked systems and how to open each one for a scenario."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from bench.systems.aps import ApsSystem
+from bench.systems.base import BenchSystem, BenchTimer, Skip
+from bench.systems.engine_system import (
+    EngineSystem,
+    StoreFactory,
+    rocks_factory,
+    wheel_available,
+    wheel_factory,
+)
+from bench.systems.heap import HeapSystem
+
+__all__ = ["BenchSystem", "BenchTimer", "Skip", "SystemSpec", "all_specs", "select_specs"]
+
+ROCKS = "rocks"
+
+
+class Opener(Protocol):
+    def __call__(
+        self,
+        workdir: str,
+        *,
+        simulated: bool,
+        record_ids: bool = False,
+        statistics: bool = False,
+        blob_min_bytes: int | None = None,
+    ) -> BenchSystem: ...
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    name: str
+    family: str  # rocks | wheel | heap | aps
+    description: str
+    opener: Opener
+    sim_clock: bool
+    durable: bool
+    scale: float = 1.0  # share of a scenario's size this system gets (slow baselines)
+    unavailable: str | None = None  # why it cannot run at all in this checkout
+    delivery_only: bool = False  # a variant that differs only in delivery (misfire policy)
+
+    def open(
+        self,
+        workdir: str,
+        *,
+        simulated: bool,
+        record_ids: bool = False,
+        statistics: bool = False,
+        blob_min_bytes: int | None = None,
+    ) -> BenchSystem:
+        if simulated and not self.sim_clock:
+            raise Skip(f"{self.name} runs on the real clock only (no simulated clock)")
+        return self.opener(
+            workdir,
+            simulated=simulated,
+            record_ids=record_ids,
+            statistics=statistics,
+            blob_min_bytes=blob_min_bytes,
+        )
+
+    def size(self, n: int, floor: int = 100) -> int:
+        return n if self.scale >= 1 else max(min(n, floor), int(n * self.scale))
+
+
+def _engine_opener(name: str, factory_of: StoreFactoryMaker) -> Opener:
+    def open_engine(
+        workdir: str,
+        *,
+        simulated: bool,
+        record_ids: bool = False,
+        statistics: bool = False,
+        blob_min_bytes: int | None = None,
+    ) -> BenchSystem:
+        factory = factory_of(statistics, blob_min_bytes)
+        return EngineSystem(name, workdir, factory, simulated=simulated, record_ids=record_ids)
+
+    return open_engine
+
+
+class StoreFactoryMaker(Protocol):
+    def __call__(self, statistics: bool, blob_min_bytes: int | None) -> StoreFactory: ...
+
+
+def _rocks(statistics: bool, blob_min_bytes: int | None) -> StoreFactory:
+    return rocks_factory(statistics=statistics, blob_min_bytes=blob_min_bytes)
+
+
+def _wheel(precision_ms: int) -> StoreFactoryMaker:
+    def make(statistics: bool, blob_min_bytes: int | None) -> StoreFactory:
+        return wheel_factory(precision_ms)
+
+    return make
+
+
+def _heap_opener(name: str) -> Opener:
+    def open_heap(
+        workdir: str,
+        *,
+        simulated: bool,
+        record_ids: bool = False,
+        statistics: bool = False,
+        blob_min_bytes: int | None = None,
+    ) -> BenchSystem:
+        return HeapSystem(name, workdir, record_ids=record_ids)
+
+    return open_heap
+
+
+def _aps_opener(name: str, sqlite: bool, grace_default: bool) -> Opener:
+    def open_aps(
+        workdir: str,
+        *,
+        simulated: bool,
+        record_ids: bool = False,
+        statistics: bool = False,
+        blob_min_bytes: int | None = None,
+    ) -> BenchSystem:
+        return ApsSystem(
+            name, workdir, sqlite=sqlite, grace_default=grace_default, record_ids=record_ids
+        )
+
+    return open_aps
+
+
+def all_specs() -> list[SystemSpec]:
+    wheel_missing = wheel_available()
+    specs = [
+        SystemSpec(
+            ROCKS,
+            "rocks",
+            "RocksDB store through the Engine",
+            _engine_opener(ROCKS, _rocks),
+            True,
+            True,
+        ),
+    ]
+    for precision_ms in (1000, 10):
+        name = f"wheel-{precision_ms}ms"
+        specs.append(
+            SystemSpec(
+                name,
+                "wheel",
+                f"RIP-43 time wheel at {precision_ms} ms precision through the Engine",
+                _engine_opener(name, _wheel(precision_ms)),
+                True,
+                True,
+                unavailable=wheel_missing,
+            )
+        )
+    specs.append(
+        SystemSpec(
+            "heap", "heap", "in-memory heapq, no durability", _heap_opener("heap"), True, False
+        )
+    )
+    for store, scale in (("memory", 0.25), ("sqlite", 0.02)):
+        for grace_default in (True, False):
+            suffix = "" if grace_default else "-nograce"
+            name = f"aps-{store}{suffix}"
+            grace = (
+                "misfire_grace_time default (1 s)" if grace_default else "misfire_grace_time None"
+            )
+            specs.append(
+                SystemSpec(
+                    name,
+                    "aps",
+                    f"APScheduler 3 date jobs, {store} job store, {grace}",
+                    _aps_opener(name, store == "sqlite", grace_default),
+                    False,
+                    store == "sqlite",
+                    scale=scale,
+                    delivery_only=not grace_default,
+                )
+            )
+    return specs
+
+
+def select_specs(wanted: list[str] | None) -> list[SystemSpec]:
+    """The specs named (exactly, or by family: ``wheel`` selects both wheel variants)."""
+    specs = all_specs()
+    if not wanted:
+        return specs
+    chosen = [s for s in specs if s.name in wanted or s.family in wanted]
+    unknown = set(wanted) - {s.name for s in specs} - {s.family for s in specs}
+    if unknown:
+        raise ValueError(f"unknown systems: {', '.join(sorted(unknown))}")
+    return chosen

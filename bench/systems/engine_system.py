@@ -1,0 +1,199 @@
+"""The real stores (RocksDB, RIP-43 wheel) driven through the real Engine."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from app.clock import FakeClock, SystemClock
+from app.engine import Engine, EngineSettings
+from app.sink import TopicLogSink
+from bench.systems.base import TOPIC, BenchSystem, BenchTimer
+from storage.protocol import DueTimer, NewTimer, TimerStore
+from storage.rocks import RocksSettings, RocksTimerStore
+
+StoreFactory = Callable[[str], TimerStore]
+ROCKS_TICKERS = (
+    "rocksdb.number.iter.skip",
+    "rocksdb.number.keys.written",
+    "rocksdb.bytes.written",
+    "rocksdb.wal.bytes",
+    "rocksdb.flush.write.bytes",
+    "rocksdb.compact.write.bytes",
+    "rocksdb.compact.read.bytes",
+    "rocksdb.blobdb.blob.file.bytes.written",
+    "rocksdb.blobdb.blob.file.bytes.read",
+)
+
+
+class RecordingSink(TopicLogSink):
+    """The embedded topic-log sink that also remembers which ids it delivered."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+
+    def deliver(self, batch: Sequence[DueTimer]) -> None:
+        self.ids.update(t.id for t in batch)
+
+
+def rocks_factory(
+    *, statistics: bool = False, blob_min_bytes: int | None = None, disable_wal: bool = False
+) -> StoreFactory:
+    def open_rocks(path: str) -> TimerStore:
+        settings = RocksSettings(
+            path=path,
+            statistics=statistics,
+            blob_min_bytes=blob_min_bytes,
+            disable_wal=disable_wal,
+        )
+        return RocksTimerStore(settings)
+
+    return open_rocks
+
+
+def _wheel_classes() -> tuple[Any, Any]:
+    """The wheel store's class and its settings class, from the package's exports."""
+    module: Any = importlib.import_module("storage.wheel")
+    store_cls = next(
+        (
+            value
+            for value in vars(module).values()
+            if isinstance(value, type)
+            and getattr(value, "name", None) == "wheel"
+            and hasattr(value, "schedule")
+        ),
+        None,
+    )
+    settings_cls = getattr(module, "WheelSettings", None)
+    if store_cls is None or settings_cls is None:
+        raise ImportError("storage.wheel exports no wheel store class and WheelSettings yet")
+    return store_cls, settings_cls
+
+
+def wheel_available() -> str | None:
+    """None when the wheel store can be opened, else the reason it cannot."""
+    try:
+        _wheel_classes()
+    except ImportError as exc:
+        return f"not available: {exc}"
+    return None
+
+
+def wheel_factory(precision_ms: int) -> StoreFactory:
+    def open_wheel(path: str) -> TimerStore:
+        store_cls, settings_cls = _wheel_classes()
+        slots = 7 * 24 * 3600  # RocketMQ's slot count; at 10 ms it spans 100 minutes
+        # RocketMQ's roll window is 2 of the wheel's 7 days: keep that share of the span
+        roll_window_ms = min(2 * 24 * 3600 * 1000, slots * precision_ms * 2 // 7)
+        settings = settings_cls(
+            path=path, precision_ms=precision_ms, slots=slots, roll_window_ms=roll_window_ms
+        )
+        store: TimerStore = store_cls(settings)
+        return store
+
+    return open_wheel
+
+
+class EngineSystem(BenchSystem):
+    batch_native = True
+    sim_clock = True
+    durable = True
+
+    def __init__(
+        self,
+        name: str,
+        workdir: str,
+        factory: StoreFactory,
+        *,
+        simulated: bool,
+        record_ids: bool = False,
+        lateness_window: int = 1_000_000,
+        tick_ms: int = 10,
+    ) -> None:
+        super().__init__(name, workdir)
+        self.factory = factory
+        self.store = factory(workdir)
+        self.clock: FakeClock | SystemClock = FakeClock() if simulated else SystemClock()
+        self.sink = RecordingSink() if record_ids else TopicLogSink()
+        settings = EngineSettings(tick_ms=tick_ms, lateness_window=lateness_window)
+        self.engine = Engine(self.store, self.clock, settings, self.sink)
+        self._started = False
+
+    def _schedule(self, timers: Sequence[BenchTimer], now_ms: int) -> None:
+        self.store.schedule(
+            [NewTimer(TOPIC, t.id, t.deliver_at_ms, t.payload) for t in timers], now_ms
+        )
+
+    def cancel(self, ids: Sequence[str]) -> int:
+        results = self.store.cancel([(TOPIC, i) for i in ids])
+        return sum(1 for r in results if r.outcome == "removed")
+
+    def start(self) -> None:
+        self.engine.start()
+        self._started = True
+
+    def stop(self) -> None:
+        if self._started:
+            self.engine.stop()
+            self._started = False
+
+    def run_due(self, now_ms: int) -> int:
+        if isinstance(self.clock, FakeClock):
+            self.clock.set(now_ms)
+        return self.engine.run_once(now_ms)
+
+    def delivered(self) -> int:
+        return self.engine.dispatcher.delivered
+
+    def lateness(self) -> dict[str, Any]:
+        s = self.engine.lateness.summary()
+        return {"p50_ms": s.p50_ms, "p99_ms": s.p99_ms, "max_ms": s.max_ms, "early": s.early}
+
+    def delivered_ids(self) -> set[str]:
+        if not isinstance(self.sink, RecordingSink):
+            raise RuntimeError("open the system with record_ids=True")
+        return self.sink.ids
+
+    def pending(self) -> int:
+        return self.store.stats().pending
+
+    def ticker(self, name: str) -> int | None:
+        read = getattr(self.store, "ticker", None)
+        return None if read is None else int(read(name))
+
+    def counters(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"stats": _plain(self.store.stats())}
+        if isinstance(self.store, RocksTimerStore) and self.store.settings.statistics:
+            out["tickers"] = {n: self.store.ticker(n) for n in ROCKS_TICKERS}
+        extra: Any = getattr(self.store, "counters", None)
+        if hasattr(extra, "snapshot"):
+            extra = extra.snapshot()
+        elif callable(extra):
+            extra = extra()
+        if extra is not None:
+            out["store"] = _plain(extra)
+        return out
+
+    def reopen(self) -> float:
+        """Close and reopen the store (a restart); return the seconds until it is ready."""
+        self.stop()
+        self.store.close()
+        started = time.perf_counter()
+        self.store = self.factory(self.workdir)
+        self.store.stats()
+        ready_s = time.perf_counter() - started
+        settings = self.engine.settings
+        self.engine = Engine(self.store, self.clock, settings, self.sink)
+        return ready_s
+
+    def close(self) -> None:
+        self.stop()
+        self.store.close()
+
+
+def _plain(value: Any) -> Any:
+    return msgspec.to_builtins(value)

@@ -1,0 +1,117 @@
+"""The benchmark harness on tiny sizes, so it cannot rot: structure, not timings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import cli, scenarios
+from bench.systems import all_specs, select_specs
+from bench.targets import judge
+
+RESULT_STATUSES = {"ok", "skipped", "unavailable"}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bench")
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())  # as the console script does, without the others
+    args = parser.parse_args(["bench", "--tiny", "--quiet", "--out", str(out)])
+    assert args.handler(args) == 0
+    (stamp,) = out.iterdir()
+    return stamp
+
+
+@pytest.fixture(scope="module")
+def results(run_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((run_dir / "results.json").read_text())
+    return data
+
+
+def test_results_describe_the_run(results: dict[str, Any]) -> None:
+    meta = results["meta"]
+    for key in ("started_utc", "finished_utc", "mode", "sizes", "machine", "versions", "systems"):
+        assert key in meta
+    assert meta["mode"] == "tiny"
+    assert meta["versions"]["rocksdict"]
+    assert {s["name"] for s in meta["systems"]} == {s.name for s in all_specs()}
+
+
+def test_every_scenario_ran_on_every_system_without_errors(results: dict[str, Any]) -> None:
+    assert set(results["scenarios"]) == {m.KEY for m in scenarios.SCENARIOS}
+    for key, entry in results["scenarios"].items():
+        for name, result in entry["systems"].items():
+            assert result["status"] in RESULT_STATUSES, (key, name, result.get("traceback"))
+            if result["status"] == "ok":
+                assert result["figures"], (key, name)
+                assert result["disk"]["bytes_on_disk"] >= 0
+            else:
+                assert result["reason"]
+
+
+def test_every_available_system_produced_figures(results: dict[str, Any]) -> None:
+    for spec in results["meta"]["systems"]:
+        statuses = [e["systems"][spec["name"]]["status"] for e in results["scenarios"].values()]
+        if spec["available"]:
+            assert "ok" in statuses, spec["name"]
+        else:
+            assert set(statuses) == {"unavailable"}, spec["name"]
+
+
+def test_rocks_runs_every_scenario_and_its_figures_are_sound(results: dict[str, Any]) -> None:
+    rocks = {k: e["systems"]["rocks"] for k, e in results["scenarios"].items()}
+    assert {r["status"] for r in rocks.values()} == {"ok"}
+    assert rocks["burst"]["figures"]["never_delivered"] == 0
+    assert rocks["steady"]["figures"]["lateness"]["early"] == 0
+    cancel = rocks["cancel"]["figures"]
+    assert cancel["cancelled_but_delivered"] == 0 and cancel["kept_but_not_delivered"] == 0
+    assert rocks["recovery"]["figures"]["lost"] == 0
+    assert rocks["recovery"]["figures"]["delivered_twice"] == 0
+    assert rocks["long_delays"]["figures"]["delivered"] == rocks["long_delays"]["figures"]["timers"]
+    variants = set(rocks["growth"]["figures"]["variants"])
+    assert variants == {"p200", "p4096", "p200_blob", "p4096_blob"}
+    phases = rocks["tombstones"]["figures"]["phases"]
+    assert set(phases) == set(scenarios.tombstones.PHASES)
+
+
+def test_targets_are_judged(results: dict[str, Any]) -> None:
+    names = {t["name"] for t in results["targets"]}
+    assert {"burst_all_delivered_10s", "steady_p99_50ms", "recovery_lost_0"} <= names
+    for t in results["targets"]:
+        assert t["met"] in (True, False)
+        assert t["at_full_size"] is False  # tiny sizes are never the issue's
+
+
+def test_report_has_every_section_and_chart(run_dir: Path) -> None:
+    report = (run_dir / "report.md").read_text()
+    assert "## Targets (RocksDB store)" in report
+    for module in scenarios.SCENARIOS:
+        assert f"## {module.NUMBER}. {module.TITLE}" in report
+    assert "## 8. Disk" in report
+    charts = list(run_dir.glob("*.png"))
+    assert charts
+    for chart in charts:
+        assert chart.name in report
+        assert chart.read_bytes().startswith(b"\x89PNG")
+    assert not (run_dir / "data").exists()  # the stores' data is removed
+
+
+def test_selection_by_family_and_unknown_names() -> None:
+    assert {s.name for s in select_specs(["wheel"])} == {"wheel-1000ms", "wheel-10ms"}
+    assert [m.KEY for m in scenarios.select(["2", "cancel"])] == ["burst", "cancel"]
+    with pytest.raises(ValueError):
+        select_specs(["nope"])
+    with pytest.raises(ValueError):
+        scenarios.select(["nope"])
+
+
+def test_targets_without_figures_are_not_measured() -> None:
+    from bench.sizes import FULL
+
+    empty: dict[str, Any] = {"scenarios": {}}
+    assert {t["met"] for t in judge(empty, FULL.to_json())} == {None}
