@@ -15,6 +15,7 @@ import msgspec
 from app.engine import EngineSettings
 from storage.errors import InvalidInputError
 from storage.rocks import RocksSettings
+from storage.wheel import WheelSettings
 
 ENV_PREFIX = "TIMERSTORE_"
 PositiveInt = msgspec.Meta(ge=1)
@@ -44,6 +45,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     wheel_precision_ms: int = 1000
     wheel_slots: int = 7 * 24 * 3600
     wheel_roll_window_ms: int = 2 * 24 * 3600 * 1000
+    wheel_msglog_segment_bytes: int = 64 << 20
+    wheel_timerlog_segment_bytes: int = 52 << 20
+    wheel_checkpoint_interval_ms: int = 1000  # flush TimerLog and wheel, write the checkpoint
     # request limits
     max_payload_bytes: int = 1 << 20
     max_headers: int = 64
@@ -77,6 +81,20 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             sync_writes=self.sync_writes,
             block_cache_bytes=self.block_cache_bytes,
             done_retention_ms=self.done_retention_ms,
+            log_retention_ms=self.log_retention_ms,
+        )
+
+    def wheel(self, path: str | None = None) -> WheelSettings:
+        """The wheel store's settings; ``sync_writes`` fsyncs its message log per call."""
+        return WheelSettings(
+            path=path or os.path.join(self.data_dir, "wheel"),
+            precision_ms=self.wheel_precision_ms,
+            slots=self.wheel_slots,
+            roll_window_ms=self.wheel_roll_window_ms,
+            msglog_segment_bytes=self.wheel_msglog_segment_bytes,
+            timerlog_segment_bytes=self.wheel_timerlog_segment_bytes,
+            flush_policy="sync" if self.sync_writes else "async",
+            checkpoint_interval_ms=self.wheel_checkpoint_interval_ms,
             log_retention_ms=self.log_retention_ms,
         )
 

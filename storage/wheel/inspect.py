@@ -1,0 +1,137 @@
+"""Read paths of the wheel store: get, list, counts, the topic log, dead letters.
+
+Costs, for the benchmark's honesty: ``get`` is one dict lookup and one body read.
+``list_pending`` and ``count_pending_due_before`` go through the whole pending index in
+memory (O(pending) CPU per page), because the wheel has no time-ordered key space: a
+rolled timer sits in a slot far before its delivery time, so even a walk over the slots
+of a time range would miss it. The RocksDB store answers both with one bounded scan.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import heapq
+from collections.abc import Sequence
+
+import msgspec
+
+from storage import codec
+from storage.errors import InvalidInputError
+from storage.protocol import LoggedMessage, TimerPage, TimerState, TimerView
+from storage.wheel.core import WheelCore
+from storage.wheel.layout import DeadRec, DeliveredRec, SchedRec
+
+_Cursor = tuple[int, str, str]
+
+
+def _encode_cursor(value: object) -> str:
+    return base64.urlsafe_b64encode(msgspec.msgpack.encode(value)).decode()
+
+
+def _decode_cursor(cursor: str) -> _Cursor:
+    try:
+        raw = base64.urlsafe_b64decode(cursor.encode())
+        return msgspec.msgpack.decode(raw, type=tuple[int, str, str])
+    except (binascii.Error, ValueError, msgspec.DecodeError):
+        raise InvalidInputError("cursor is not one this service returned", field="cursor") from None
+
+
+def pending_view(core: WheelCore, topic: str, timer_id: str) -> TimerView | None:
+    entry = core.index.get((topic, timer_id))
+    if entry is None:
+        return None
+    body = core.msglog.read(entry.body_pos, entry.body_size)
+    assert isinstance(body, SchedRec)
+    r = body.record
+    state = TimerState.IN_FLIGHT if entry.seq in core.in_flight else TimerState.PENDING
+    return TimerView(topic, timer_id, state, entry.key_ms, r.requested_deliver_ms, r.created_ms,
+                     r.attempts, r.payload, r.headers, r.binary)  # fmt: skip
+
+
+def dead_view(rec: DeadRec) -> TimerView:
+    letter, r = rec.letter, rec.letter.record
+    return TimerView(rec.topic, rec.id, TimerState.DEAD_LETTERED, letter.key_ms,
+                     r.requested_deliver_ms, r.created_ms, r.attempts, r.payload, r.headers,
+                     r.binary, last_error=letter.last_error)  # fmt: skip
+
+
+def get(core: WheelCore, topic: str, timer_id: str) -> TimerView | None:
+    view = pending_view(core, topic, timer_id)
+    if view is not None:
+        return view
+    dead = core.dead.get((topic, timer_id))
+    return None if dead is None else dead_view(dead)
+
+
+def list_pending(
+    core: WheelCore,
+    from_ms: int,
+    to_ms: int | None,
+    topic: str | None,
+    limit: int,
+    cursor: str | None,
+) -> TimerPage:
+    if topic is not None:
+        codec.validate_name("topic", topic)
+    if limit < 1:
+        raise InvalidInputError("limit must be at least 1", field="limit")
+    after: _Cursor = (-1, "", "")
+    if cursor is not None:
+        after = _decode_cursor(cursor)
+    high = (1 << 63) if to_ms is None else to_ms
+    keys = (
+        (entry.key_ms, t, i)
+        for (t, i), entry in core.index.items()
+        if from_ms <= entry.key_ms <= high and (topic is None or t == topic)
+    )
+    page = heapq.nsmallest(limit + 1, (k for k in keys if k > after))
+    views = [pending_view(core, t, i) for _, t, i in page[:limit]]
+    next_cursor = _encode_cursor(list(page[limit - 1])) if len(page) > limit else None
+    return TimerPage([v for v in views if v is not None], next_cursor)
+
+
+def count_due_before(core: WheelCore, deadlines_ms: Sequence[int], cap: int) -> list[int]:
+    """Pending timers with a delivery time below each ascending deadline, capped."""
+    below = [0] * (len(deadlines_ms) + 1)
+    for entry in core.index.values():
+        below[bisect.bisect_right(deadlines_ms, entry.key_ms)] += 1
+    counts, running = [], 0
+    for n in below[:-1]:
+        running += n
+        counts.append(min(running, cap))
+    return counts
+
+
+def read_log(core: WheelCore, topic: str, offset: int, limit: int) -> list[LoggedMessage]:
+    start = max(offset, core.log_start.get(topic, 0))
+    out = []
+    for n, (pos, size) in enumerate(core.cq.entries(topic, start, limit)):
+        rec = core.msglog.read(pos, size)
+        assert isinstance(rec, DeliveredRec) and rec.message is not None
+        m = rec.message
+        out.append(LoggedMessage(start + n, m.id, m.payload, m.headers, m.binary,
+                                 m.requested_deliver_ms, m.delivered_ms))  # fmt: skip
+    return out
+
+
+def dead_letters(core: WheelCore, topic: str | None, limit: int, after: str | None) -> TimerPage:
+    """Dead letters in (topic, id) order; the cursor is the RocksDB store's (ident key)."""
+    start = b""
+    if after is not None:
+        try:
+            start = base64.urlsafe_b64decode(after.encode())
+        except (binascii.Error, ValueError):
+            raise InvalidInputError(
+                "cursor is not one this service returned", field="after"
+            ) from None
+    keys = sorted(
+        codec.ident_key(t.encode(), i.encode()) for t, i in core.dead if topic is None or t == topic
+    )
+    keys = [k for k in keys if k > start]
+    page = keys[:limit]
+    views = [dead_view(core.dead[codec.split_ident(k)]) for k in page]
+    more = len(keys) > limit
+    next_cursor = base64.urlsafe_b64encode(page[-1]).decode() if more and page else None
+    return TimerPage(views, next_cursor)
