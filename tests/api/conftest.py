@@ -1,0 +1,62 @@
+"""API fixtures (helpers in ``tests.api.helpers``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from app.clock import FakeClock
+from app.service import TimerService
+from app.sink import Sink
+from tests.api.helpers import T0_MS, FakeApi, ThreadServer, make_settings
+
+
+@pytest.fixture
+def fake_api_factory(tmp_path: Path) -> Iterator[Callable[..., FakeApi]]:
+    opened: list[TestClient] = []
+
+    def factory(*, sink: Sink | None = None, **overrides: Any) -> FakeApi:
+        clock = FakeClock(T0_MS)
+        settings = make_settings(tmp_path / f"data{len(opened)}", **overrides)
+        service = TimerService(settings, clock, sink=sink, run_engine=False)
+        client = TestClient(create_app(settings, service=service))
+        client.__enter__()
+        opened.append(client)
+        return FakeApi(client, service, clock)
+
+    yield factory
+    for client in opened:
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def fake_api(fake_api_factory: Callable[..., FakeApi]) -> FakeApi:
+    return fake_api_factory()
+
+
+@pytest.fixture
+def live_factory(tmp_path: Path) -> Iterator[Callable[..., tuple[httpx.Client, ThreadServer]]]:
+    started: list[tuple[httpx.Client, ThreadServer]] = []
+
+    def factory(**overrides: Any) -> tuple[httpx.Client, ThreadServer]:
+        overrides.setdefault("tick_ms", 5)
+        server = ThreadServer(make_settings(tmp_path / f"live{len(started)}", **overrides))
+        client = httpx.Client(base_url=server.start(), timeout=30)
+        started.append((client, server))
+        return client, server
+
+    yield factory
+    for client, server in started:
+        client.close()
+        server.stop()
+
+
+@pytest.fixture
+def live(live_factory: Callable[..., tuple[httpx.Client, ThreadServer]]) -> httpx.Client:
+    return live_factory()[0]

@@ -1,0 +1,130 @@
+"""API test helpers: TestClient apps on a fake clock, a real uvicorn in a thread, and a
+``timerstore serve`` subprocess. Every store is a real RocksDB in a temporary directory
+and every socket is on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from app.clock import FakeClock
+from app.config import Settings, load_settings
+from app.service import TimerService
+
+ROOT = Path(__file__).resolve().parents[2]
+T0_MS = 1_700_000_000_000
+
+
+def make_settings(data_dir: Path, **overrides: Any) -> Settings:
+    return load_settings(environ={}, overrides={"data_dir": str(data_dir), **overrides})
+
+
+class FakeApi:
+    """A TestClient app with the engine stopped: tests move the clock and call run_once."""
+
+    def __init__(self, client: TestClient, service: TimerService, clock: FakeClock) -> None:
+        self.client, self.service, self.clock = client, service, clock
+
+    def deliver_due(self) -> int:
+        assert self.service.engine is not None
+        return self.service.engine.run_once(self.clock.now_ms())
+
+    def stats(self) -> dict[str, Any]:
+        r = self.client.get("/v1/stats")
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+
+class ThreadServer:
+    """The real app under a real uvicorn on a random 127.0.0.1 port, in a thread."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.service = TimerService(settings)
+        app = create_app(settings, service=self.service)
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def start(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "server did not start"
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerProcess:
+    """``timerstore serve`` as a subprocess (for signals)."""
+
+    def __init__(self, data_dir: Path, env: Mapping[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.env = dict(env or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+        self.log_path = data_dir.parent / f"{data_dir.name}-server.log"
+
+    def start(self) -> str:
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TIMERSTORE_")}
+        env.update(self.env)
+        cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)]
+        cmd += ["--data-dir", str(self.data_dir)]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=log)
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log()
+            try:
+                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
+                    return self.url
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError("server did not become ready:\n" + self.log())
+
+    def signal(self, sig: int = signal.SIGTERM) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout_s: float = 30) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout_s)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,126 @@
+"""A table of bad requests: each gets its documented 4xx, names the field, stores nothing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+import pytest
+
+from tests.api.helpers import FakeApi
+
+LIMITS = {
+    "max_payload_bytes": 1024,
+    "max_headers": 4,
+    "max_headers_bytes": 256,
+    "max_body_bytes": 64 * 1024,
+}
+JSON = "application/json"
+OK = {"topic": "orders", "id": "o1", "delay_ms": 1000}
+
+
+def _with(**changes: Any) -> bytes:
+    body = {**OK, **changes}
+    return json.dumps({k: v for k, v in body.items() if v is not ...}).encode()
+
+
+def _batch(item: dict) -> bytes:
+    return json.dumps({"timers": [OK, item]}).encode()
+
+
+# (case, path, content type, body, status, error field)
+CASES: list[tuple[str, str, str | None, bytes, int, str | None]] = [
+    ("delay wrong type", "", JSON, _with(delay_ms="10"), 422, "delay_ms"),
+    ("topic wrong type", "", JSON, _with(topic=5), 422, "topic"),
+    ("deliver_at float", "", JSON, _with(delay_ms=..., deliver_at_ms=1.5), 422, "deliver_at_ms"),
+    ("both time fields", "", JSON, _with(deliver_at_ms=1), 422, "deliver_at_ms"),
+    ("neither time field", "", JSON, _with(delay_ms=...), 422, "deliver_at_ms"),
+    ("negative delay", "", JSON, _with(delay_ms=-1), 422, "delay_ms"),
+    ("negative deliver_at", "", JSON, _with(delay_ms=..., deliver_at_ms=-5), 422, "deliver_at_ms"),
+    ("deliver_at past year 9999", "", JSON, _with(delay_ms=..., deliver_at_ms=10**16), 422,
+     "deliver_at_ms"),
+    ("unknown field", "", JSON, _with(color="red"), 422, "color"),
+    ("payload too big", "", JSON, _with(payload="x" * 1025), 422, "payload"),
+    ("payload_b64 too big", "", JSON, _with(payload_b64="A" * 1368), 422, "payload_b64"),
+    ("both payload forms", "", JSON, _with(payload="a", payload_b64="AA=="), 422, "payload"),
+    ("invalid base64", "", JSON, _with(payload_b64="not base64!"), 422, "payload_b64"),
+    ("lone surrogate", "", JSON, b'{"topic":"orders","delay_ms":1,"payload":"\\ud800"}', 422,
+     "body"),
+    ("too many headers", "", JSON, _with(headers={f"h{i}": "v" for i in range(5)}), 422,
+     "headers"),
+    ("headers too big", "", JSON, _with(headers={"h": "v" * 300}), 422, "headers"),
+    ("header not a string", "", JSON, _with(headers={"h": 1}), 422, "headers[...]"),
+    ("topic with space", "", JSON, _with(topic="a b"), 422, "topic"),
+    ("topic non-ascii", "", JSON, _with(topic="ordérs"), 422, "topic"),
+    ("topic empty", "", JSON, _with(topic=""), 422, "topic"),
+    ("topic too long", "", JSON, _with(topic="t" * 129), 422, "topic"),
+    ("id with slash", "", JSON, _with(id="a/b"), 422, "id"),
+    ("id with NUL", "", JSON, _with(id="a\x00b"), 422, "id"),
+    ("malformed JSON", "", JSON, b'{"topic": "orders", ', 422, "body"),
+    ("not an object", "", JSON, b"[1, 2]", 422, "body"),
+    ("empty body", "", JSON, b"", 422, "body"),
+    ("wrong content type", "", "text/plain", _with(), 415, None),
+    ("form content type", "", "application/x-www-form-urlencoded", b"topic=a", 415, None),
+    ("body too large", "", JSON, _with(payload="x" * 70_000), 413, "body"),
+    ("batch body too large", "/batch", JSON, b" " * 70_000, 413, "body"),
+    ("batch item bad", "/batch", JSON, _batch({"topic": "x", "delay_ms": -3}), 422,
+     "timers[1].delay_ms"),
+    ("batch not a list", "/batch", JSON, b'{"timers": {"a": 1}}', 422, "timers"),
+    ("batch unknown field", "/batch", JSON, b'{"timers": [], "x": 1}', 422, "x"),
+    ("batch malformed msgpack", "/batch", "application/msgpack", b"\xc1\xc1", 422, "body"),
+    ("batch msgpack bad item", "/batch", "application/msgpack",
+     msgspec.msgpack.encode({"timers": [OK, {"topic": "x", "payload_b64": "text"}]}), 422,
+     "timers[1].payload_b64"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type", "body", "status", "field"),
+    [case[1:] for case in CASES],
+    ids=[case[0] for case in CASES],
+)
+def test_bad_schedule_request(
+    fake_api_factory, path: str, content_type: str | None, body: bytes, status: int, field: str
+) -> None:
+    api: FakeApi = fake_api_factory(**LIMITS)
+    headers = {"content-type": content_type} if content_type else {}
+    r = api.client.post("/v1/timers" + path, content=body, headers=headers)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert set(error) >= {"code", "message"}
+    if field is not None:
+        assert error["field"] == field, error
+    stats = api.stats()
+    assert (stats["pending"], stats["cancelled"]) == (0, 0)
+    assert api.client.get("/v1/timers/orders/o1").status_code == 404
+    assert api.client.get("/v1/topics").json() == {"topics": []}
+
+
+GET_CASES = [
+    ("/v1/timers?limit=0", "limit"),
+    ("/v1/timers?limit=abc", "limit"),
+    ("/v1/timers?from_ms=-1", "from_ms"),
+    ("/v1/timers?topic=a%20b", "topic"),
+    ("/v1/timers/a%20b/x", "topic"),
+    ("/v1/timers/orders/" + "x" * 129, "id"),
+    ("/v1/topics/orders/messages?wait_ms=-1", "wait_ms"),
+    ("/v1/topics/orders/messages?wait_ms=999999999", "wait_ms"),
+    ("/v1/topics/orders/messages?offset=x", "offset"),
+    ("/v1/topics/bad%21topic/messages", "topic"),
+    ("/v1/deadletters?limit=100000", "limit"),
+]
+
+
+@pytest.mark.parametrize(("url", "field"), GET_CASES, ids=[c[0] for c in GET_CASES])
+def test_bad_query_is_422_naming_the_field(fake_api: FakeApi, url: str, field: str) -> None:
+    r = fake_api.client.get(url)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == field
+
+
+def test_unknown_route_and_method_use_the_error_shape(fake_api: FakeApi) -> None:
+    r = fake_api.client.get("/v1/nothing")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    r = fake_api.client.put("/v1/timers")
+    assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
