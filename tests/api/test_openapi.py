@@ -1,0 +1,44 @@
+"""The OpenAPI document: valid OpenAPI 3 (3.1, and the 3.0 copy /docs reads), with the
+msgspec request schemas of both timer endpoints."""
+
+from __future__ import annotations
+
+from openapi_spec_validator import validate
+
+from tests.api.helpers import FakeApi
+
+TIMER_FIELDS = {"topic", "id", "deliver_at_ms", "delay_ms", "payload", "payload_b64", "headers"}
+
+
+def test_openapi_31_validates_and_has_the_timer_request_schemas(fake_api: FakeApi) -> None:
+    doc = fake_api.client.get("/openapi.json").json()
+    assert doc["openapi"].startswith("3.1")
+    validate(doc)
+    paths = doc["paths"]
+    single = paths["/v1/timers"]["post"]["requestBody"]["content"]
+    batch = paths["/v1/timers/batch"]["post"]["requestBody"]["content"]
+    assert single["application/json"]["schema"] == {"$ref": "#/components/schemas/TimerCreate"}
+    assert batch["application/json"]["schema"] == {"$ref": "#/components/schemas/TimerBatchCreate"}
+    assert "application/msgpack" in batch
+    schemas = doc["components"]["schemas"]
+    assert set(schemas["TimerCreate"]["properties"]) == TIMER_FIELDS
+    assert schemas["TimerCreate"]["additionalProperties"] is False
+    assert schemas["TimerBatchCreate"]["properties"]["timers"]["items"] == {
+        "$ref": "#/components/schemas/TimerCreate"
+    }
+    assert "example" in single["application/json"]
+    for path, methods in paths.items():
+        for method, op in methods.items():
+            assert op.get("responses"), (path, method)
+    post = paths["/v1/timers"]["post"]["responses"]
+    assert {"200", "201", "409", "413", "415", "422"} <= set(post)
+    assert post["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/Timer")
+
+
+def test_openapi_30_copy_for_swagger_ui_validates(fake_api: FakeApi) -> None:
+    doc = fake_api.client.get("/docs/openapi-3.0.json").json()
+    assert doc["openapi"] == "3.0.3"
+    validate(doc)
+    created = doc["components"]["schemas"]["TimerCreate"]["properties"]
+    assert created["payload_b64"]["format"] == "byte" and created["payload_b64"]["nullable"]
+    assert created["topic"]["example"] == "orders"
