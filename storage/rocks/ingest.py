@@ -1,0 +1,361 @@
+"""Ingesting staged SST files (a bulk import) into a RocksDB store, running or stopped.
+
+A staged directory holds sorted SST files for the ``timers`` and ``ids`` families, written
+by the Spark import (``pipeline``) with exactly the codec's keys and values, and a
+``manifest.json`` describing them. ``ingest_staged`` links the files into the live
+database with ``ingest_external_file`` (no memtable, no WAL, no compaction of random
+writes) and then repairs, in small WriteBatches under the store lock, what an immutable
+file cannot know about the live store:
+
+* conflicts: a (topic, id) already pending is skipped (its old key and value are put
+  back) unless ``replace``, which deletes the old key; a timer in flight or already
+  delivered is always skipped, as ``schedule`` refuses it. Finding conflicts costs one
+  batched lookup per imported timer; it is skipped when the store holds no pending timer
+  and no delivery record;
+* the counters: ``pending:<topic>`` grows by the timers that are new to the store;
+* the scan cursor and the watermark: a past-due timer must still be delivered. Keys
+  below the persisted watermark would be range-deleted by housekeeping, so they are
+  moved to the clamp floor (as ``schedule`` clamps); keys between the watermark and the
+  scan cursor stay put and the cursor is moved back to the first of them (as ``release``
+  does), so the scanner sees them on its next pass.
+
+Not crash-atomic: the two families are ingested by two calls, and the repair batches
+follow the ingestion. A crash between them can leave a skipped conflict replaced or a
+pending counter short; the import summary says which (topic, id) were involved.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import msgspec
+import rocksdict as rd
+
+from storage import codec
+from storage.errors import InvalidInputError
+from storage.rocks.counters import CounterDelta
+from storage.rocks.db import RocksHandles, iter_items, multi_get
+from storage.rocks.reads import BoundedIter
+
+if TYPE_CHECKING:
+    from storage.rocks.store import RocksTimerStore
+
+MANIFEST = "manifest.json"
+FAMILIES = ("timers", "ids")
+CHUNK = 4096
+REPORT_SAMPLE = 1000  # skipped identities listed by name in the report
+
+
+class StagedFile(msgspec.Struct, frozen=True):
+    family: str  # "timers" or "ids"
+    path: str  # relative to the staged directory
+    entries: int
+    bytes: int
+    first_key: str  # hex
+    last_key: str  # hex
+
+
+class Manifest(msgspec.Struct, frozen=True):
+    """What the import job staged: files, per-topic timer counts and the job's counts."""
+
+    created_ms: int
+    floor_ms: int  # the clamp floor the job used for past-due rows
+    files: list[StagedFile]
+    pending_by_topic: dict[str, int]  # distinct (topic, id) staged, per topic
+    rows_read: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    duplicates: int = 0
+    version: int = 1
+
+
+class Skipped(msgspec.Struct, frozen=True):
+    topic: str
+    id: str
+    reason: str  # "pending", "in_flight" or "delivered"
+
+
+class IngestReport(msgspec.Struct, frozen=True):
+    files: int
+    bytes: int
+    staged: int  # distinct timers in the staged files
+    added: int  # new to the store
+    replaced: int
+    skipped: int
+    skipped_by_reason: dict[str, int]
+    skipped_sample: list[Skipped]
+    moved_past_due: int  # keys below the watermark moved to the clamp floor
+    cursor_rewound: bool
+    seconds: float
+
+
+def sst_options() -> rd.Options:
+    """Options for ``SstFileWriter``: raw keys, the same table format as the families."""
+    opts = rd.Options(raw_mode=True)
+    table = rd.BlockBasedOptions()
+    table.set_bloom_filter(10, False)
+    opts.set_block_based_table_factory(table)
+    return opts
+
+
+def write_manifest(stage_dir: str, manifest: Manifest) -> None:
+    path = os.path.join(stage_dir, MANIFEST)
+    with open(path + ".tmp", "wb") as f:
+        f.write(msgspec.json.format(msgspec.json.encode(manifest)))
+    os.replace(path + ".tmp", path)
+
+
+def read_manifest(stage_dir: str) -> Manifest:
+    path = os.path.join(stage_dir, MANIFEST)
+    try:
+        with open(path, "rb") as stream:
+            manifest = msgspec.json.decode(stream.read(), type=Manifest)
+    except FileNotFoundError:
+        raise InvalidInputError(f"no {MANIFEST} in {stage_dir}", field="stage_dir") from None
+    except msgspec.ValidationError as exc:
+        raise InvalidInputError(f"bad {MANIFEST}: {exc}", field="stage_dir") from None
+    counts = Counter[str]()
+    for f in manifest.files:
+        if f.family not in FAMILIES:
+            raise InvalidInputError(f"unknown family {f.family!r} in {MANIFEST}", field="stage_dir")
+        if not os.path.isfile(os.path.join(stage_dir, f.path)):
+            raise InvalidInputError(f"staged file {f.path} is missing", field="stage_dir")
+        counts[f.family] += f.entries
+    staged = sum(manifest.pending_by_topic.values())
+    if counts["timers"] != staged or counts["ids"] != staged:
+        raise InvalidInputError(
+            f"{MANIFEST} is inconsistent: {counts['timers']} timers, {counts['ids']} ids, "
+            f"{staged} per topic",
+            field="stage_dir",
+        )
+    return manifest
+
+
+class _Conflicts:
+    """Imported identities the store already knows, found before the files go in."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[bytes, int, int]] = []  # ident, imported ms, old ms
+        self.in_flight: list[tuple[bytes, int, int]] = []
+        self.delivered: list[tuple[bytes, int]] = []  # ident, imported ms
+
+    def __len__(self) -> int:
+        return len(self.pending) + len(self.in_flight) + len(self.delivered)
+
+
+def ingest_staged(store: RocksTimerStore, stage_dir: str, *, replace: bool = False) -> IngestReport:
+    """Ingest a staged import into ``store``; see the module docstring for the rules."""
+    started = time.perf_counter()
+    manifest = read_manifest(stage_dir)
+    files = {
+        family: [
+            os.path.join(stage_dir, f.path)
+            for f in sorted(manifest.files, key=lambda f: f.first_key)
+            if f.family == family
+        ]
+        for family in FAMILIES
+    }
+    first_keys = [bytes.fromhex(f.first_key) for f in manifest.files if f.family == "timers"]
+    h = store.handles
+    with store._lock:
+        conflicts = _find_conflicts(store, stage_dir, files["ids"])
+        restore = _old_values(h, conflicts, replace)
+        options = rd.IngestExternalFileOptions()
+        options.set_move_files(True)  # a hard link; RocksDB copies across filesystems
+        for family in FAMILIES:
+            if files[family]:
+                h.cfs[family].ingest_external_file(files[family], options)
+        replaced = _repair_conflicts(store, manifest, conflicts, restore, replace)
+        moved, rewound = _respect_cursor(store, min(first_keys)) if first_keys else (0, False)
+    skipped = [
+        *((i, "pending") for i, _, _ in ([] if replace else conflicts.pending)),
+        *((i, "in_flight") for i, _, _ in conflicts.in_flight),
+        *((i, "delivered") for i, _ in conflicts.delivered),
+    ]
+    staged = sum(manifest.pending_by_topic.values())
+    return IngestReport(
+        files=len(manifest.files),
+        bytes=sum(f.bytes for f in manifest.files),
+        staged=staged,
+        added=staged - len(conflicts),
+        replaced=replaced,
+        skipped=len(skipped),
+        skipped_by_reason=dict(Counter(reason for _, reason in skipped)),
+        skipped_sample=[Skipped(*codec.split_ident(i), r) for i, r in skipped[:REPORT_SAMPLE]],
+        moved_past_due=moved,
+        cursor_rewound=rewound,
+        seconds=round(time.perf_counter() - started, 3),
+    )
+
+
+def _store_is_empty(h: RocksHandles, pending: int) -> bool:
+    if pending:
+        return False
+    it = h.cfs["done"].iter()
+    it.seek_to_first()
+    empty = not it.valid()
+    del it
+    return empty
+
+
+def _staged_ids(stage_dir: str, paths: list[str]) -> Iterator[list[tuple[bytes, bytes]]]:
+    """The staged ids entries in chunks, read back through a scratch database.
+
+    rocksdict has no SST reader, so the ids files are copied into a throwaway database
+    in the staged directory (the originals stay for the real ingestion).
+    """
+    scratch = tempfile.mkdtemp(prefix=".conflicts-", dir=stage_dir)
+    options = rd.Options(raw_mode=True)
+    options.create_if_missing(True)
+    db = rd.Rdict(scratch, options)
+    try:
+        copy = rd.IngestExternalFileOptions()
+        copy.set_move_files(False)
+        db.ingest_external_file(paths, copy)
+        chunk: list[tuple[bytes, bytes]] = []
+        for key, value in iter_items(db, b""):
+            chunk.append((key, value))
+            if len(chunk) >= CHUNK:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+    finally:
+        db.close()
+        del db
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _find_conflicts(store: RocksTimerStore, stage_dir: str, id_paths: list[str]) -> _Conflicts:
+    h = store.handles
+    conflicts = _Conflicts()
+    if not id_paths or _store_is_empty(h, sum(store._counters.pending_by_topic.values())):
+        return conflicts
+    for chunk in _staged_ids(stage_dir, id_paths):
+        idents = [ident for ident, _ in chunk]
+        old_times = multi_get(h.cfs["ids"], idents)
+        unseen = [i for i, old in enumerate(old_times) if old is None]
+        for i, old in enumerate(old_times):
+            if old is not None:
+                ident, new_ms, old_ms = idents[i], codec.read_u64(chunk[i][1]), codec.read_u64(old)
+                key = codec.timer_key(old_ms, *_names(ident))
+                target = conflicts.in_flight if key in store._in_flight else conflicts.pending
+                target.append((ident, new_ms, old_ms))
+        done = multi_get(h.cfs["done"], [idents[i] for i in unseen])
+        for i, record in zip(unseen, done, strict=True):
+            if record is not None:
+                conflicts.delivered.append((idents[i], codec.read_u64(chunk[i][1])))
+    return conflicts
+
+
+def _names(ident: bytes) -> tuple[bytes, bytes]:
+    topic, _, timer_id = ident.partition(codec.SEPARATOR)
+    return topic, timer_id
+
+
+def _old_values(h: RocksHandles, conflicts: _Conflicts, replace: bool) -> dict[bytes, bytes]:
+    """Values of kept timers whose key the import overwrites (same identity, same time)."""
+    kept = conflicts.in_flight if replace else conflicts.pending + conflicts.in_flight
+    keys = [codec.timer_key(old, *_names(i)) for i, new, old in kept if new == old]
+    values = multi_get(h.cfs["timers"], keys)
+    return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
+
+
+def _repair_conflicts(
+    store: RocksTimerStore,
+    manifest: Manifest,
+    conflicts: _Conflicts,
+    restore: dict[bytes, bytes],
+    replace: bool,
+) -> int:
+    """Undo the import for skipped identities, drop replaced keys, fix the counters."""
+    hd = store.handles.handles
+    delta = CounterDelta(store._counters)
+    for topic, count in manifest.pending_by_topic.items():
+        delta.pending[topic] += count
+    batch = rd.WriteBatch(raw_mode=True)
+    replaced = 0
+
+    def flush() -> None:
+        nonlocal batch, delta
+        store._write(batch, delta)
+        batch, delta = rd.WriteBatch(raw_mode=True), CounterDelta(store._counters)
+
+    kept = conflicts.in_flight if replace else conflicts.pending + conflicts.in_flight
+    for ident, new_ms, old_ms in kept:
+        names = _names(ident)
+        new_key = codec.timer_key(new_ms, *names)
+        if new_ms == old_ms:
+            batch.put(new_key, restore[new_key], hd["timers"])
+        else:
+            batch.delete(new_key, hd["timers"])
+        batch.put(ident, codec.u64(old_ms), hd["ids"])
+        delta.pending[names[0].decode()] -= 1
+        if len(batch) >= CHUNK:
+            flush()
+    for ident, new_ms in conflicts.delivered:
+        names = _names(ident)
+        batch.delete(codec.timer_key(new_ms, *names), hd["timers"])
+        batch.delete(ident, hd["ids"])
+        delta.pending[names[0].decode()] -= 1
+        if len(batch) >= CHUNK:
+            flush()
+    if replace:
+        for ident, new_ms, old_ms in conflicts.pending:
+            names = _names(ident)
+            if new_ms != old_ms:
+                batch.delete(codec.timer_key(old_ms, *names), hd["timers"])
+            delta.pending[names[0].decode()] -= 1  # it was counted already
+            replaced += 1
+            if len(batch) >= CHUNK:
+                flush()
+    flush()
+    return replaced
+
+
+def _respect_cursor(store: RocksTimerStore, first_key: bytes) -> tuple[int, bool]:
+    """Make past-due imported keys visible to the scanner; see the module docstring.
+
+    Every live key below the scan cursor is in flight, except the ones just ingested;
+    every live key below the watermark was ingested just now.
+    """
+    h = store.handles
+    hd = h.handles
+    watermark = codec.u64(store._counters.watermark_ms)
+    floor_ms = store._clamp_floor_ms()
+    moved = 0
+    if first_key < watermark:
+        it = BoundedIter(h.cfs["timers"], first_key, watermark)
+        batch = rd.WriteBatch(raw_mode=True)
+        while it.valid():
+            key = it.key()
+            _, topic, timer_id = codec.decode_timer_key(key)
+            names = topic.encode(), timer_id.encode()
+            batch.delete(key, hd["timers"])
+            batch.put(codec.timer_key(floor_ms, *names), it.value(), hd["timers"])
+            batch.put(codec.ident_key(*names), codec.u64(floor_ms), hd["ids"])
+            moved += 1
+            if len(batch) >= 3 * CHUNK:
+                store._write(batch)
+                batch = rd.WriteBatch(raw_mode=True)
+            it.next()
+        del it
+        if len(batch):
+            store._write(batch)
+    rewound = False
+    start = max(first_key, watermark)
+    if start < store._scan_from:
+        it = BoundedIter(h.cfs["timers"], start, store._scan_from)
+        while it.valid() and it.key() in store._in_flight:
+            it.next()
+        if it.valid():
+            store._scan_from = it.key()
+            rewound = True
+        del it
+    return moved, rewound
