@@ -1,0 +1,160 @@
+"""One input row -> the store's exact keys and values, or a reject reason (runs on executors).
+
+The rules mirror the API's: topic and id through ``codec.validate_name``; exactly one of
+``deliver_at_ms`` (epoch ms) and ``delay_ms`` (relative to the job's base time); at most
+one of ``payload`` (text, stored as UTF-8) and ``payload_b64`` (binary); ``headers`` a
+string-to-string object (or its JSON text, as CSV carries it). The value is the same
+``TimerRecord`` that ``RocksTimerStore.schedule`` writes, created at the job's ``now_ms``,
+and a past-due time is clamped to ``floor_ms`` as ``schedule`` clamps to the scan floor.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+import msgspec
+
+from storage import codec
+from storage.errors import InvalidInputError
+
+MAX_MS = (1 << 63) - 1
+COLUMNS = ("topic", "id", "deliver_at_ms", "delay_ms", "payload", "payload_b64", "headers")
+
+
+class Limits(msgspec.Struct, frozen=True):
+    """Request limits; the defaults are the service's (``app.config.Settings``)."""
+
+    max_payload_bytes: int = 1 << 20
+    max_headers: int = 64
+    max_headers_bytes: int = 16 << 10
+
+
+class JobTimes(msgspec.Struct, frozen=True):
+    now_ms: int  # created_ms of every imported record
+    base_ms: int  # what delay_ms is relative to
+    floor_ms: int  # the clamp floor for past-due rows
+
+
+class Encoded(msgspec.Struct, frozen=True):
+    topic: str
+    ident_key: bytes
+    ids_value: bytes
+    timer_key: bytes
+    timer_value: bytes
+
+
+class Rejected(Exception):
+    pass
+
+
+def _present(row: dict[str, Any], name: str) -> bool:
+    value = row.get(name)
+    return value is not None and value != ""
+
+
+def _int(row: dict[str, Any], name: str) -> int:
+    value = row[name]
+    if isinstance(value, bool):
+        raise Rejected(f"{name} must be an integer")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise Rejected(f"{name} must be an integer, got {value!r}")
+        value = int(value)
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise Rejected(f"{name} must be an integer, got {value!r}") from None
+    if not isinstance(value, int):
+        raise Rejected(f"{name} must be an integer")
+    if not 0 <= value <= MAX_MS:
+        raise Rejected(f"{name} must be between 0 and {MAX_MS}, got {value}")
+    return value
+
+
+def _deliver_ms(row: dict[str, Any], times: JobTimes) -> int:
+    at, delay = _present(row, "deliver_at_ms"), _present(row, "delay_ms")
+    if at == delay:
+        raise Rejected("exactly one of deliver_at_ms and delay_ms is required")
+    if at:
+        return _int(row, "deliver_at_ms")
+    deliver_ms = times.base_ms + _int(row, "delay_ms")
+    if deliver_ms > MAX_MS:
+        raise Rejected("delay_ms is too large")
+    return deliver_ms
+
+
+def _payload(row: dict[str, Any], limits: Limits) -> tuple[bytes, bool]:
+    text, b64 = _present(row, "payload"), _present(row, "payload_b64")
+    if text and b64:
+        raise Rejected("give payload or payload_b64, not both")
+    if b64:
+        raw = row["payload_b64"]
+        if not isinstance(raw, str):
+            raise Rejected("payload_b64 must be a base64 string")
+        try:
+            payload, binary = base64.b64decode(raw, validate=True), True
+        except (binascii.Error, ValueError):
+            raise Rejected("payload_b64 is not valid base64") from None
+    elif text:
+        value = row["payload"]
+        if isinstance(value, bytes | bytearray):
+            payload, binary = bytes(value), True
+        elif isinstance(value, str):
+            payload, binary = value.encode("utf-8", "surrogatepass"), False
+        else:
+            raise Rejected("payload must be a string")
+    else:
+        payload, binary = b"", False
+    if len(payload) > limits.max_payload_bytes:
+        raise Rejected(f"payload is {len(payload)} bytes, more than {limits.max_payload_bytes}")
+    return payload, binary
+
+
+def _headers(row: dict[str, Any], limits: Limits) -> dict[str, str]:
+    value = row.get("headers")
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            value = msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            raise Rejected("headers is not a JSON object") from None
+    if isinstance(value, list):  # an Arrow map arrives as key/value pairs
+        try:
+            value = dict(value)
+        except (TypeError, ValueError):
+            raise Rejected("headers must be an object of strings") from None
+    if not isinstance(value, dict):
+        raise Rejected("headers must be an object of strings")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise Rejected("headers must map strings to strings")
+    if len(value) > limits.max_headers:
+        raise Rejected(f"more than {limits.max_headers} headers")
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in value.items())
+    if size > limits.max_headers_bytes:
+        raise Rejected(f"headers are {size} bytes, more than {limits.max_headers_bytes}")
+    return value
+
+
+def encode_row(row: dict[str, Any], times: JobTimes, limits: Limits) -> Encoded:
+    """The store's bytes for one row, or raise Rejected with the reason."""
+    try:
+        topic_b = codec.validate_name("topic", row.get("topic", ""))
+        id_b = codec.validate_name("id", row.get("id", ""))
+    except InvalidInputError as exc:
+        raise Rejected(exc.message) from None
+    requested_ms = _deliver_ms(row, times)
+    payload, binary = _payload(row, limits)
+    headers = _headers(row, limits)
+    key_ms = max(requested_ms, times.floor_ms)
+    record = codec.TimerRecord(payload, headers, times.now_ms, requested_ms, 0, binary)
+    return Encoded(
+        topic_b.decode(),
+        codec.ident_key(topic_b, id_b),
+        codec.u64(key_ms),
+        codec.timer_key(key_ms, topic_b, id_b),
+        codec.encode(record),
+    )
