@@ -40,6 +40,30 @@ def bar_chart(path: str, title: str, unit: str, values: dict[str, float]) -> Non
     plt.close(fig)
 
 
+def grouped_chart(path: str, module: ModuleType, entry: dict[str, Any], ctx: Context) -> bool:
+    """One chart for all ratio columns: a group of bars (one per system) per column."""
+    plt = _pyplot()
+    columns = [c for c in module.columns(ctx) if c.ratio]
+    rows = getattr(module, "table_rows", system_rows)(entry)
+    if not rows or not columns:
+        return False
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    width = 0.8 / len(rows)
+    for r, (label, figures, _base) in enumerate(rows):
+        values = [dig(figures, c.key) or 0 for c in columns]
+        ax.bar([i + r * width for i in range(len(columns))], values, width, label=label)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(columns))])
+    ax.set_xticklabels([c.label for c in columns], rotation=30, ha="right", fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel(columns[0].unit)
+    ax.set_title(f"{module.NUMBER}. {module.TITLE}", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
 def growth_chart(path: str, entry: dict[str, Any]) -> bool:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.6))
@@ -76,6 +100,11 @@ def draw_all(
             os.path.join(out_dir, "growth_curves.png"), entry
         ):
             names.append("growth_curves.png")
+        if getattr(module, "CHART_GROUPED", False):
+            name = f"{module.KEY}_0.png"
+            if grouped_chart(os.path.join(out_dir, name), module, entry, ctx):
+                names.append(name)
+            continue
         for i, column in enumerate(c for c in module.columns(ctx) if c.ratio):
             rows_of = getattr(module, "table_rows", system_rows)
             values = {

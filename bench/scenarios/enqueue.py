@@ -20,6 +20,7 @@ KEY = "enqueue"
 NUMBER = 1
 TITLE = "Enqueue throughput"
 DAY_MS = 24 * 3600 * 1000
+CHART_GROUPED = True  # one chart of all combinations
 
 
 def combos(ctx: Context) -> list[tuple[int, int]]:
