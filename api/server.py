@@ -3,7 +3,9 @@
 First SIGTERM/SIGINT: the service refuses new /v1 work (503) and ends long-polls, uvicorn
 stops listening and lets requests in progress finish (up to ``shutdown_grace_s``), then
 the lifespan stops the engine (queued batches commit) and closes the store.
-A second signal exits at once. That loses no acknowledged write: a schedule or cancel is
+After a graceful stop uvicorn re-raises the signal, so the process ends as killed by it
+(exit status -15 / 143 for SIGTERM), as service managers expect. A second signal exits at
+once with status 130. That loses no acknowledged write: a schedule or cancel is
 acknowledged only after its WriteBatch is in RocksDB's write-ahead log, which survives
 the process; timers that were in flight are still in the store and are delivered after
 the restart (the embedded topic log commits delivery in the same batch, so none twice).
