@@ -1,0 +1,196 @@
+"""HTTP load benchmark (not a test): the real server over loopback.
+
+Measures single-timer ``POST /v1/timers`` per second, and timers per second through
+``POST /v1/timers/batch`` with ``--batch-size``-timer bodies (default 1,000) in JSON and
+in msgpack. Targets on a 2-core machine: 100,000 timers/s msgpack, 60,000/s JSON.
+
+It starts ``timerstore serve`` on a free 127.0.0.1 port with a fresh data directory
+(or drives ``--url``), keeps one keep-alive connection per client thread, and lets the
+server make the ids so every request schedules new timers (due in an hour: the engine
+stays idle and the figures are the schedule path). Bodies are encoded before the clock
+starts. Results are printed and written to ``bench/results/http_load-<time>.json``.
+
+    .venv/bin/python -m bench.http_load                 # the real run (quiet machine)
+    .venv/bin/python -m bench.http_load --quick         # a few seconds, small sizes
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import msgspec
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+HOUR_MS = 3_600_000
+
+
+@dataclass
+class Figure:
+    name: str
+    requests: int
+    timers: int
+    seconds: float
+    requests_per_s: float
+    timers_per_s: float
+    target_timers_per_s: int | None = None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir", data_dir]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIMERSTORE_")}
+    env["TIMERSTORE_LOG_LEVEL"] = "warning"
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    for _ in range(600):  # up to 30 s
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            conn.request("GET", "/readyz")
+            if conn.getresponse().status == 200:
+                return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("the server did not become ready")
+
+
+def _drive(
+    url: str, clients: int, requests: int, body_for: Callable[[int], tuple[bytes, str]]
+) -> float:
+    """Send ``requests`` POSTs spread over ``clients`` threads; return the wall seconds."""
+    parts = urlsplit(url)
+    errors: list[str] = []
+
+    def client(index: int, count: int, path: str) -> None:
+        conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+        body, content_type = body_for(index)
+        headers = {"Content-Type": content_type}
+        for _ in range(count):
+            conn.request("POST", path, body=body, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            if response.status not in (200, 201):
+                errors.append(f"{response.status}")
+                return
+        conn.close()
+
+    path = parts.path.rstrip("/") + body_for(-1)[1]
+    share = [requests // clients + (1 if i < requests % clients else 0) for i in range(clients)]
+    threads = [threading.Thread(target=client, args=(i, n, path)) for i, n in enumerate(share)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - started
+    if errors:
+        raise SystemExit(f"requests failed with status {errors[0]}")
+    return seconds
+
+
+def single_posts(url: str, clients: int, requests: int) -> Figure:
+    def body_for(i: int) -> tuple[bytes, str]:
+        if i < 0:
+            return b"", "/v1/timers"
+        body = {"topic": f"load-{i}", "delay_ms": HOUR_MS, "payload": "x" * 100}
+        return json.dumps(body).encode(), "application/json"
+
+    seconds = _drive(url, clients, requests, body_for)
+    return Figure("single POST /v1/timers (JSON)", requests, requests, seconds,
+                  requests / seconds, requests / seconds)  # fmt: skip
+
+
+def batch_posts(url: str, clients: int, batches: int, size: int, kind: str) -> Figure:
+    def body_for(i: int) -> tuple[bytes, str]:
+        if i < 0:
+            return b"", "/v1/timers/batch"
+        timers = [
+            {"topic": f"load-{i}", "delay_ms": HOUR_MS + j, "payload": "x" * 100}
+            for j in range(size)
+        ]
+        if kind == "msgpack":
+            return msgspec.msgpack.encode({"timers": timers}), "application/msgpack"
+        return msgspec.json.encode({"timers": timers}), "application/json"
+
+    seconds = _drive(url, clients, batches, body_for)
+    timers = batches * size
+    target = 100_000 if kind == "msgpack" else 60_000
+    return Figure(f"POST /v1/timers/batch ({size} per body, {kind})", batches, timers, seconds,
+                  batches / seconds, timers / seconds, target)  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", help="drive a running server instead of starting one")
+    parser.add_argument("--clients", type=int, default=2, help="client threads (connections)")
+    parser.add_argument("--single", type=int, default=5000, help="single-timer POSTs")
+    parser.add_argument("--batches", type=int, default=200, help="batch POSTs per format")
+    parser.add_argument("--batch-size", type=int, default=1000, help="timers per batch body")
+    parser.add_argument("--quick", action="store_true", help="small sizes, for development")
+    parser.add_argument("--out", help="result file (default bench/results/http_load-<t>.json)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.single, args.batches, args.batch_size = 200, 10, 200
+
+    proc = None
+    with tempfile.TemporaryDirectory(prefix="timerstore-http-load-") as data_dir:
+        url = args.url
+        if url is None:
+            proc, url = start_server(data_dir)
+        try:
+            figures = [
+                single_posts(url, args.clients, args.single),
+                batch_posts(url, args.clients, args.batches, args.batch_size, "json"),
+                batch_posts(url, args.clients, args.batches, args.batch_size, "msgpack"),
+            ]
+        finally:
+            if proc is not None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(60)
+
+    for f in figures:
+        target = f"  (target {f.target_timers_per_s:,}/s)" if f.target_timers_per_s else ""
+        print(f"{f.name:48s} {f.timers_per_s:>12,.0f} timers/s  "
+              f"{f.requests_per_s:>9,.1f} req/s{target}")  # fmt: skip
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = Path(args.out) if args.out else RESULTS / f"http_load-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result = {
+        "command": "python -m bench.http_load " + " ".join(argv or sys.argv[1:]),
+        "quick": args.quick,
+        "clients": args.clients,
+        "batch_size": args.batch_size,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "figures": [asdict(f) for f in figures],
+    }
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
