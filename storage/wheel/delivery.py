@@ -51,6 +51,7 @@ def due(c: WheelCore, now_ms: int, limit: int) -> list[DueTimer]:
             c.slot_start.setdefault(c.scan_ms, c.msglog.end)
         step = c.walk.next(c.timerlog, c.wheel)
         if step is None:
+            _roll(c, rolls)  # before the read time passes the slots the copies go to
             _finish_walk(c)
         else:
             _dequeue_unit(c, step[1], out, rolls)
