@@ -53,7 +53,7 @@ class ThreadServer:
 
     def __init__(self, settings: Settings) -> None:
         self.service = TimerService(settings)
-        app = create_app(settings, service=self.service)
+        self.app = app = create_app(settings, service=self.service)
         config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

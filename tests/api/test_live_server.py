@@ -101,3 +101,16 @@ def test_auth_when_keys_are_configured(live_factory, keys: str) -> None:
     assert client.get("/v1/stats", headers=ok).json()["pending"] == 1
     assert client.get("/healthz").status_code == 200  # probes and docs stay open
     assert client.get("/openapi.json").status_code == 200
+
+
+def test_housekeeping_and_stats_snapshot_jobs_run(live_factory) -> None:
+    client, server = live_factory(housekeeping_interval_s=0.2, stats_snapshot_interval_s=0.1)
+    client.post("/v1/timers/batch", json={"timers": [{"topic": "h", "delay_ms": 0}] * 20})
+    housekeeper = server.app.state.housekeeper
+    deadline = time.monotonic() + 10
+    while (housekeeper.runs < 2 or housekeeper.snapshots < 2) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert housekeeper.runs >= 2 and housekeeper.snapshots >= 2
+    report = server.service.last_housekeeping
+    assert report is not None and report.watermark_ms > 0
+    assert server.service.last_snapshot is not None
