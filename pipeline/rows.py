@@ -19,7 +19,7 @@ import msgspec
 from storage import codec
 from storage.errors import InvalidInputError
 
-MAX_MS = (1 << 63) - 1
+MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the API's limit
 COLUMNS = ("topic", "id", "deliver_at_ms", "delay_ms", "payload", "payload_b64", "headers")
 
 
@@ -50,8 +50,8 @@ class Rejected(Exception):
 
 
 def _present(row: dict[str, Any], name: str) -> bool:
-    value = row.get(name)
-    return value is not None and value != ""
+    """Null or missing means absent, as in the API (an empty payload_b64 is an empty body)."""
+    return row.get(name) is not None
 
 
 def _int(row: dict[str, Any], name: str) -> int:
@@ -103,7 +103,10 @@ def _payload(row: dict[str, Any], limits: Limits) -> tuple[bytes, bool]:
         if isinstance(value, bytes | bytearray):
             payload, binary = bytes(value), True
         elif isinstance(value, str):
-            payload, binary = value.encode("utf-8", "surrogatepass"), False
+            try:
+                payload, binary = value.encode(), False
+            except UnicodeEncodeError:
+                raise Rejected("payload must be valid UTF-8 text") from None
         else:
             raise Rejected("payload must be a string")
     else:

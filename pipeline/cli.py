@@ -1,0 +1,134 @@
+"""``timerstore import``, ``timerstore export-deliveries`` and ``timerstore analyze``.
+
+``register(subparsers)`` is called by ``app.cli``; the handlers import PySpark only when
+they run. ``pipeline/jobs/*.py`` run the same handlers under ``spark-submit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+import msgspec
+
+from pipeline.importer import FORMATS
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _progress(message: str) -> None:
+    print(f"[timerstore] {message}", file=sys.stderr, flush=True)
+
+
+def _print(obj: Any) -> None:
+    sys.stdout.write(msgspec.json.format(msgspec.json.encode(obj)).decode() + "\n")
+
+
+def add_import_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", help="a file or directory of input rows")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--data-dir", help="import into the stopped store of this data directory")
+    target.add_argument("--server", help="import into a running server at this URL")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--format", choices=FORMATS, help="input format (default: by file name)")
+    p.add_argument("--replace", action="store_true", help="replace timers already pending")
+    p.add_argument("--base-ms", type=int, help="what delay_ms is relative to (default now)")
+    p.add_argument("--now-ms", type=int, help="creation time of the records (default now)")
+    p.add_argument("--stage-dir", help="where to stage SSTs (default DATA_DIR/staging/import-*)")
+    p.add_argument("--rejects", help="rejects output path (default STAGE_DIR/rejects.FORMAT)")
+    p.add_argument("--partitions", type=int, help="SST files per family (default: by size)")
+    p.add_argument("--admin-key", default="", help="admin key for --server")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("import", help="bulk-import timers through Spark and SST files")
+    add_import_arguments(p)
+    p.set_defaults(handler=run_import_command)
+
+    p = subparsers.add_parser("export-deliveries", help="export the delivery history to Parquet")
+    p.add_argument("--data-dir", required=True, help="the service's data directory")
+    p.add_argument("--out", required=True, help="output directory of Parquet files")
+    p.add_argument("--since-ms", type=int, default=0, help="deliveries at or after this time")
+    p.set_defaults(handler=run_export_command)
+
+    p = subparsers.add_parser("analyze", help="lateness and throughput report (Spark)")
+    p.add_argument("deliveries", help="delivery history (Parquet, as export-deliveries writes)")
+    p.add_argument("--out", required=True, help="report directory")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.set_defaults(handler=run_analyze_command)
+
+
+def rocks_path(data_dir: str) -> str:
+    """The RocksDB store inside a data directory (the service's layout)."""
+    return os.path.join(data_dir, "rocks")
+
+
+def run_import_command(args: argparse.Namespace) -> int:
+    from pipeline import ingest_client
+    from pipeline.importer import run_import
+    from pipeline.rows import JobTimes
+    from pipeline.spark import spark_session
+    from storage.rocks import RocksSettings, RocksTimerStore
+
+    now_ms = args.now_ms if args.now_ms is not None else _now_ms()
+    base_ms = args.base_ms if args.base_ms is not None else now_ms
+    store = None
+    if args.data_dir:
+        store = RocksTimerStore(RocksSettings(rocks_path(args.data_dir)))
+        floor_ms = store.stats().watermark_ms  # a stopped store's scan starts there
+        stage_dir = args.stage_dir or os.path.join(args.data_dir, "staging", f"import-{now_ms}")
+    else:
+        if not args.stage_dir:
+            _progress("--server needs --stage-dir (a directory the server can read)")
+            return 2
+        floor_ms, stage_dir = now_ms, args.stage_dir  # ingest repairs what passed meanwhile
+    try:
+        with spark_session(args.master, "timerstore-import") as spark:
+            summary = run_import(
+                spark,
+                args.input,
+                os.path.abspath(stage_dir),
+                fmt=args.format,
+                times=JobTimes(now_ms, base_ms, floor_ms),
+                partitions=args.partitions,
+                rejects_path=args.rejects,
+                progress=_progress,
+            )
+        _progress(f"staged {summary.timers} timers in {summary.files} files; ingesting")
+        if store is not None:
+            report: Any = store.ingest_staged(summary.stage_dir, replace=args.replace)
+        else:
+            report = ingest_client.post_ingest(
+                args.server, summary.stage_dir, replace=args.replace, admin_key=args.admin_key
+            )
+    finally:
+        if store is not None:
+            store.close()
+    result = {"import": msgspec.to_builtins(summary), "ingest": msgspec.to_builtins(report)}
+    with open(os.path.join(summary.stage_dir, "summary.json"), "wb") as f:
+        f.write(msgspec.json.format(msgspec.json.encode(result)))
+    _print(result)
+    return 0
+
+
+def run_export_command(args: argparse.Namespace) -> int:
+    from pipeline.deliveries import export
+
+    rows = export(rocks_path(args.data_dir), args.out, args.since_ms)
+    _print({"deliveries": rows, "out": args.out})
+    return 0
+
+
+def run_analyze_command(args: argparse.Namespace) -> int:
+    from pipeline.analyze import analyze, to_dict
+    from pipeline.spark import spark_session
+
+    with spark_session(args.master, "timerstore-analyze") as spark:
+        analysis = analyze(spark, args.deliveries, args.out)
+    _print(to_dict(analysis))
+    return 1 if analysis.overall.early else 0

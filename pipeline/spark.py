@@ -1,0 +1,51 @@
+"""Spark session setup shared by the jobs (PySpark is imported only when a job runs)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+@contextmanager
+def spark_session(
+    master: str | None, app_name: str, conf: Mapping[str, str] | None = None
+) -> Iterator[SparkSession]:
+    """A session for one job; stopped at the end only if this call started it.
+
+    ``master`` None leaves the choice to ``spark-submit``. An already active session (a
+    test's, or the one spark-submit made) is reused and left running.
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    if master and master.startswith("local"):
+        # executors are this machine: run them on this interpreter, few shuffle partitions
+        builder = builder.config("spark.pyspark.python", sys.executable)
+        builder = builder.config("spark.sql.shuffle.partitions", "8")
+    for key, value in {**DEFAULTS, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    try:
+        yield session
+    finally:
+        session.stop()
