@@ -1,0 +1,156 @@
+"""The delivery analytics job: lateness and throughput from a delivery history.
+
+Lateness of one delivery is ``delivered_at_ms - due_ms`` with ``due_ms`` the requested
+time, or the creation time when the request was already past due (a past-due request
+means "now"). Percentiles are exact (Spark's ``percentile``, linear interpolation between
+closest ranks, as numpy's default). An early delivery is one before the requested time;
+there must be none.
+
+Output in the report directory: ``summary.parquet``, ``by_topic.parquet``,
+``by_minute.parquet``, ``by_second.parquet``, ``report.md`` and PNG charts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from pipeline import charts
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+class LatenessRow(msgspec.Struct, frozen=True):
+    key: str  # topic, minute (ISO) or "all"
+    deliveries: int
+    early: int
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: int
+
+
+class Analysis(msgspec.Struct, frozen=True):
+    overall: LatenessRow
+    by_topic: list[LatenessRow]
+    by_minute: list[LatenessRow]
+    first_delivered_ms: int
+    last_delivered_ms: int
+    mean_per_s: float
+    peak_per_s: int
+    seconds: float
+    files: list[str]
+
+
+def _aggregates() -> list[Column]:
+    from pyspark.sql import functions as F
+
+    q = F.percentile("lateness_ms", list(QUANTILES))
+    return [
+        F.count("*").alias("deliveries"),
+        F.sum(F.col("early").cast("long")).alias("early"),
+        q[0].alias("p50_ms"),
+        q[1].alias("p90_ms"),
+        q[2].alias("p99_ms"),
+        F.max("lateness_ms").alias("max_ms"),
+    ]
+
+
+def _rows(df: DataFrame, key: str) -> list[LatenessRow]:
+    return [
+        LatenessRow(
+            str(r[key]),
+            int(r["deliveries"]),
+            int(r["early"]),
+            float(r["p50_ms"]),
+            float(r["p90_ms"]),
+            float(r["p99_ms"]),
+            int(r["max_ms"]),
+        )
+        for r in df.orderBy(key).collect()
+    ]
+
+
+def load(spark: SparkSession, path: str) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    df = spark.read.parquet(path)
+    created = F.col("created_ms") if "created_ms" in df.columns else F.lit(None)
+    due = F.greatest(
+        F.col("deliver_at_ms"), F.coalesce(created.cast("long"), F.col("deliver_at_ms"))
+    )
+    return df.select(
+        "topic",
+        "delivered_at_ms",
+        (F.col("delivered_at_ms") - due).alias("lateness_ms"),
+        (F.col("delivered_at_ms") < F.col("deliver_at_ms")).alias("early"),
+        (F.col("delivered_at_ms") - F.col("delivered_at_ms") % 60_000).alias("minute_ms"),
+        F.floor(F.col("delivered_at_ms") / 1000).alias("second"),
+    )
+
+
+def analyze(spark: SparkSession, deliveries: str, report_dir: str) -> Analysis:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    started = time.perf_counter()
+    os.makedirs(report_dir, exist_ok=True)
+    df = load(spark, deliveries).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        overall_df = df.agg(
+            *_aggregates(),
+            F.min("delivered_at_ms").alias("first"),
+            F.max("delivered_at_ms").alias("last"),
+        ).withColumn("key", F.lit("all"))
+        first = overall_df.collect()[0]
+        if not first["deliveries"]:
+            raise ValueError(f"no deliveries in {deliveries}")
+        by_topic = df.groupBy("topic").agg(*_aggregates())
+        by_minute = df.groupBy("minute_ms").agg(*_aggregates())
+        by_second = df.groupBy("second").agg(F.count("*").alias("deliveries"))
+        outputs = {
+            "summary": overall_df,
+            "by_topic": by_topic,
+            "by_minute": by_minute,
+            "by_second": by_second,
+        }
+        for name, frame in outputs.items():
+            frame.coalesce(1).write.mode("overwrite").parquet(
+                os.path.join(report_dir, f"{name}.parquet")
+            )
+        per_second = [
+            (int(r["second"]), int(r["deliveries"])) for r in by_second.orderBy("second").collect()
+        ]
+        minutes = _rows(by_minute, "minute_ms")
+        span_s = max((first["last"] - first["first"]) / 1000, 1.0)
+        analysis = Analysis(
+            overall=_rows(overall_df, "key")[0],
+            by_topic=_rows(by_topic, "topic"),
+            by_minute=minutes,
+            first_delivered_ms=int(first["first"]),
+            last_delivered_ms=int(first["last"]),
+            mean_per_s=round(first["deliveries"] / span_s, 1),
+            peak_per_s=max(count for _, count in per_second),
+            seconds=0.0,
+            files=[f"{name}.parquet" for name in outputs],
+        )
+    finally:
+        df.unpersist()
+    pictures = charts.draw(report_dir, analysis, per_second)
+    analysis = msgspec.structs.replace(
+        analysis,
+        seconds=round(time.perf_counter() - started, 3),
+        files=[*analysis.files, *pictures, "report.md"],
+    )
+    charts.write_markdown(os.path.join(report_dir, "report.md"), deliveries, analysis, pictures)
+    return analysis
+
+
+def to_dict(analysis: Analysis) -> dict[str, Any]:
+    return dict(msgspec.to_builtins(analysis))

@@ -1,0 +1,115 @@
+"""The delivery-history format (Parquet) and its export from a store's journal.
+
+One row per delivery: ``topic, id, deliver_at_ms`` (requested), ``key_ms`` (the key time
+the store delivered at: the request clamped to the scan floor, or a retry's time),
+``delivered_at_ms``, ``attempts``, ``store`` and ``created_ms`` (may be null). The
+benchmark writes the same format with ``write_deliveries``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import rocksdict as rd
+
+from storage import codec
+from storage.rocks.db import FAMILIES, iter_items
+
+ROWS_PER_FILE = 1_000_000
+COLUMNS = (
+    "topic",
+    "id",
+    "deliver_at_ms",
+    "key_ms",
+    "delivered_at_ms",
+    "attempts",
+    "store",
+    "created_ms",
+)
+DeliveryRow = tuple[str, str, int, int, int, int, str, int | None]
+
+
+def arrow_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("topic", pa.string(), nullable=False),
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("deliver_at_ms", pa.int64(), nullable=False),
+            pa.field("key_ms", pa.int64(), nullable=False),
+            pa.field("delivered_at_ms", pa.int64(), nullable=False),
+            pa.field("attempts", pa.int32(), nullable=False),
+            pa.field("store", pa.string(), nullable=False),
+            pa.field("created_ms", pa.int64()),
+        ]
+    )
+
+
+def write_deliveries(out_dir: str, rows: Iterable[DeliveryRow]) -> int:
+    """Write rows as ``part-NNNNN.parquet`` files in ``out_dir``; return the row count."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    os.makedirs(out_dir, exist_ok=True)
+    schema = arrow_schema()
+    total, part = 0, 0
+    chunk: list[DeliveryRow] = []
+
+    def flush() -> None:
+        nonlocal part, chunk
+        columns = list(zip(*chunk, strict=True)) if chunk else [()] * len(COLUMNS)
+        table = pa.Table.from_arrays(
+            [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)],
+            schema=schema,
+        )
+        pq.write_table(table, os.path.join(out_dir, f"part-{part:05d}.parquet"))
+        part += 1
+        chunk = []
+
+    for row in rows:
+        chunk.append(row)
+        total += 1
+        if len(chunk) >= ROWS_PER_FILE:
+            flush()
+    if chunk or part == 0:
+        flush()
+    return total
+
+
+def journal_rows(rocks_path: str, since_ms: int = 0, store: str = "rocks") -> Iterator[DeliveryRow]:
+    """Delivery rows from a RocksDB store's journal, opened read-only.
+
+    Read-only needs no lock, so this works beside a running server (it sees what was
+    written when it opened).
+    """
+    options = rd.Options(raw_mode=True)
+    families = {name: rd.Options(raw_mode=True) for name in FAMILIES}
+    db = rd.Rdict(
+        rocks_path, options, column_families=families, access_type=rd.AccessType.read_only(False)
+    )
+    try:
+        journal = db.get_column_family("journal")
+        for _key, value in iter_items(journal, codec.u64(since_ms)):
+            for e in codec.decode_journal(value):
+                yield (
+                    e.topic,
+                    e.id,
+                    e.requested_deliver_ms,
+                    e.key_ms,
+                    e.delivered_ms,
+                    e.attempts,
+                    store,
+                    e.created_ms,
+                )
+        del journal
+    finally:
+        db.close()
+
+
+def export(rocks_path: str, out_dir: str, since_ms: int = 0) -> int:
+    if not os.path.isdir(rocks_path):
+        raise FileNotFoundError(f"no RocksDB store at {rocks_path}")
+    return write_deliveries(out_dir, journal_rows(rocks_path, since_ms))
