@@ -1,11 +1,79 @@
 """/v1/admin: operator endpoints, behind ``admin_guard`` (admin keys when configured).
 
-Add routes to ``router`` here (for example ``POST /v1/admin/ingest`` from the pipeline);
-``api.app`` mounts it with the admin guard already in place.
+Add routes to ``router`` here; ``api.app`` mounts it with the admin guard already in place.
+
+``POST /v1/admin/ingest`` takes a bulk import staged by ``timerstore import --server``
+(SST files and a manifest) and links it into the running store
+(``RocksTimerStore.ingest_staged``): no write storm, counters and the scan cursor kept
+exact. The staged directory must lie under ``<data_dir>/staging`` (a relative path is
+taken from there), so an admin key cannot make the server read arbitrary paths.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import os
+
+import msgspec
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from api.bodies import BodyDecoder, media_kind, read_body
+from api.docs import responses
+from api.errors import ApiError
+from api.responses import MsgspecJSONResponse
+from api.routes.deps import service_of, settings_of
+from storage.errors import InvalidInputError
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
+
+STAGING = "staging"
+
+
+class IngestRequest(msgspec.Struct, forbid_unknown_fields=True):
+    stage_dir: str
+    replace: bool = False
+
+
+ingest_decoder = BodyDecoder(IngestRequest)
+
+_EXAMPLE = {"stage_dir": "import-1700000000000", "replace": False}
+_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": msgspec.json.schema(IngestRequest), "example": _EXAMPLE}
+        },
+    }
+}
+
+
+def staged_path(data_dir: str, stage_dir: str) -> str:
+    """``stage_dir`` resolved under ``<data_dir>/staging``, or a 422 naming the field."""
+    root = os.path.realpath(os.path.join(data_dir, STAGING))
+    path = os.path.realpath(os.path.join(root, stage_dir))
+    if os.path.commonpath([root, path]) != root or path == root:
+        raise InvalidInputError(f"stage_dir must be a directory under {root}", field="stage_dir")
+    if not os.path.isdir(path):
+        raise InvalidInputError(f"stage_dir {path} does not exist", field="stage_dir")
+    return path
+
+
+@router.post(
+    "/ingest",
+    summary="Ingest a staged bulk import (SST files) into the running store",
+    response_class=MsgspecJSONResponse,
+    responses=responses({200: ("what was added, replaced and skipped", None)}, 409, 413, 415),
+    openapi_extra=_BODY,
+)
+async def ingest(request: Request) -> Response:
+    settings = settings_of(request)
+    body = await read_body(request, settings.max_body_bytes)
+    req = ingest_decoder.decode(media_kind(request, ["json"]), body)
+    path = staged_path(settings.data_dir, req.stage_dir)
+    service = service_of(request)
+    store = service.store
+    ingest_staged = getattr(store, "ingest_staged", None)
+    if ingest_staged is None:
+        raise ApiError(409, "unsupported", f"the {store.name} store cannot ingest SST files")
+    report = await service._call(ingest_staged, path, replace=req.replace)
+    return MsgspecJSONResponse(report)
