@@ -43,6 +43,25 @@ def add_import_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rejects", help="rejects output path (default STAGE_DIR/rejects.FORMAT)")
     p.add_argument("--partitions", type=int, help="SST files per family (default: by size)")
     p.add_argument("--admin-key", default="", help="admin key for --server")
+    add_conf_argument(p)
+
+
+def add_conf_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, repeatable (e.g. spark.driver.host=import)",
+    )
+
+
+def _conf(args: argparse.Namespace) -> dict[str, str]:
+    pairs = [item.partition("=") for item in args.conf]
+    bad = [key for key, sep, _ in pairs if not sep or not key]
+    if bad:
+        raise SystemExit(f"--conf wants KEY=VALUE, got {bad[0]!r}")
+    return {key: value for key, _, value in pairs}
 
 
 def register(subparsers: Any) -> None:
@@ -60,6 +79,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("deliveries", help="delivery history (Parquet, as export-deliveries writes)")
     p.add_argument("--out", required=True, help="report directory")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    add_conf_argument(p)
     p.set_defaults(handler=run_analyze_command)
 
 
@@ -88,7 +108,7 @@ def run_import_command(args: argparse.Namespace) -> int:
             return 2
         floor_ms, stage_dir = now_ms, args.stage_dir  # ingest repairs what passed meanwhile
     try:
-        with spark_session(args.master, "timerstore-import") as spark:
+        with spark_session(args.master, "timerstore-import", _conf(args)) as spark:
             summary = run_import(
                 spark,
                 args.input,
@@ -128,7 +148,7 @@ def run_analyze_command(args: argparse.Namespace) -> int:
     from pipeline.analyze import analyze, to_dict
     from pipeline.spark import spark_session
 
-    with spark_session(args.master, "timerstore-analyze") as spark:
+    with spark_session(args.master, "timerstore-analyze", _conf(args)) as spark:
         analysis = analyze(spark, args.deliveries, args.out)
     _print(to_dict(analysis))
     return 1 if analysis.overall.early else 0

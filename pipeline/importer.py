@@ -74,7 +74,12 @@ def read_input(spark: SparkSession, path: str, fmt: str) -> DataFrame:
     if fmt == "parquet":
         df = spark.read.parquet(path)
     elif fmt == "csv":
-        df = spark.read.option("header", True).option("inferSchema", False).csv(path)
+        df = (  # RFC 4180: a quote inside a quoted field is doubled
+            spark.read.option("header", True)
+            .option("inferSchema", False)
+            .option("escape", '"')
+            .csv(path)
+        )
     elif fmt == "jsonl":
         df = spark.read.text(path)
     else:

@@ -1,0 +1,1 @@
+"""``spark-submit`` entry points: the same jobs as ``timerstore import`` / ``analyze``."""
