@@ -44,6 +44,7 @@ class SystemSpec:
     scale: float = 1.0  # share of a scenario's size this system gets (slow baselines)
     unavailable: str | None = None  # why it cannot run at all in this checkout
     delivery_only: bool = False  # a variant that differs only in delivery (misfire policy)
+    precision_ms: int | None = None  # a wheel's slot width: a simulated clock walks every slot
 
     def open(
         self,
@@ -151,6 +152,7 @@ def all_specs() -> list[SystemSpec]:
                 True,
                 True,
                 unavailable=wheel_missing,
+                precision_ms=precision_ms,
             )
         )
     specs.append(
