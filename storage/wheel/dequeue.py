@@ -38,6 +38,8 @@ class SlotWalk:
             self.units += 1
             if unit.is_delete and not unit.is_roll:
                 self.deletes.add(unit.seq)
+            if unit.prev_pos >= pos:
+                raise ValueError(f"TimerLog chain at {pos} points forwards: damaged files")
             pos = unit.prev_pos
         self.floor, self.cursor, self.top = self.top, last_pos, last_pos
         return True

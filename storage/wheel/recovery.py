@@ -3,7 +3,8 @@
 1. TimerLog from the checkpointed position: each unit is re-applied to its slot (RocketMQ
    "corrects the head and tail index of every slot"), unless the slot already ends at
    or after it (the memory-mapped wheel reached the disk on its own).
-2. Message log from the replay position: every frame after the checkpoint is applied
+2. Message log from the replay position (read first: a torn tail frame is cut off, and
+   so are TimerLog units pointing past the new end): every frame after the checkpoint is applied
    (totals, dead letters, topic-log queue entries) and every body whose unit a crash cut
    off is enqueued now (RocketMQ re-reads the timer topic from its checkpointed queue
    offset). Frames since the oldest open slot began dequeuing name the incarnations
@@ -24,6 +25,7 @@ from storage.wheel.layout import (
     DeadRec,
     DeadRemovedRec,
     DeliveredRec,
+    Record,
     SchedRec,
 )
 
@@ -38,16 +40,24 @@ def recover(core: WheelCore) -> None:
     core.msglog_meta = {k: (v[0], v[1]) for k, v in point.msglog_meta.items()}
     core.timerlog_meta = dict(point.timerlog_meta)
     core.dead = {(d.topic, d.id): d for d in point.dead_letters}
-    with_units = _replay_timerlog(core, point.timerlog_pos)
-    finished = _replay_msglog(core, point, with_units)
+    # read (and cut a torn tail off) the message log first: units pointing past its end
+    # describe bodies that never became durable and are cut off the TimerLog in turn
+    records = list(core.msglog.replay(min(point.replay_pos, point.msglog_pos)))
+    with_units = _replay_timerlog(core, point.timerlog_pos, core.msglog.end)
+    if core.scan_ms >= 0:
+        _repair_slots(core)
+    finished = _apply_msglog(core, point, records, with_units)
     if core.scan_ms >= 0:
         _rebuild_index(core, finished)
 
 
-def _replay_timerlog(core: WheelCore, from_pos: int) -> set[int]:
+def _replay_timerlog(core: WheelCore, from_pos: int, msglog_end: int) -> set[int]:
     """Re-apply units written after the checkpoint; return the bodies they point to."""
     bodies = set()
     for pos, unit in core.timerlog.replay(from_pos):
+        if unit.body_offset >= msglog_end:
+            core.timerlog.file.truncate(pos)
+            break
         bodies.add(unit.body_offset)
         target = unit.target_ms
         slot = core.wheel.get_slot(target)
@@ -60,9 +70,34 @@ def _replay_timerlog(core: WheelCore, from_pos: int) -> set[int]:
     return bodies
 
 
-def _replay_msglog(core: WheelCore, point: ckpt.Checkpoint, with_units: set[int]) -> set[int]:
+def _repair_slots(core: WheelCore) -> None:
+    """Slots pointing past the TimerLog's end are rebuilt from the whole retained TimerLog.
+
+    Only after a power cut: the memory-mapped wheel reached the disk while the units it
+    points to did not. A killed process cannot cause it (the page cache keeps both).
+    """
+    end = core.timerlog.file.end
+    bad = {s.time_ms for s in core.wheel.live_slots(core.scan_ms) if s.last_pos >= end}
+    if not bad:
+        return
+    for time_ms in bad:
+        core.wheel.put_slot(time_ms, -1, -1, 0, 0)
+    for pos, unit in core.timerlog.replay(core.timerlog.file.start):
+        if core.wheel.slot_ms(unit.target_ms) in bad:
+            slot = core.wheel.get_slot(unit.target_ms)
+            first = pos if slot.first_pos < 0 else slot.first_pos
+            num = slot.num + (-1 if unit.is_delete else 1)
+            core.wheel.put_slot(unit.target_ms, first, pos, num, slot.magic)
+
+
+def _apply_msglog(
+    core: WheelCore,
+    point: ckpt.Checkpoint,
+    records: list[tuple[int, int, Record]],
+    with_units: set[int],
+) -> set[int]:
     finished: set[int] = set()
-    for pos, size, rec in core.msglog.replay(min(point.replay_pos, point.msglog_pos)):
+    for pos, size, rec in records:
         if isinstance(rec, DeliveredRec | DeadRec):
             finished.add(rec.seq)
         elif isinstance(rec, SchedRec) and rec.replaces >= 0:
@@ -100,6 +135,8 @@ def _rebuild_index(core: WheelCore, finished: set[int]) -> None:
                 deletes.add(unit.seq)
             elif unit.body_offset > newest.get(unit.seq, (-1, 0))[0]:
                 newest[unit.seq] = (unit.body_offset, unit.body_size)
+            if unit.prev_pos >= pos:
+                break  # a chain only points backwards; anything else is damage
             pos = unit.prev_pos
     for seq, (body_pos, body_size) in newest.items():
         if seq in deletes or seq in finished:
