@@ -27,6 +27,7 @@ from app.engine import Engine, EngineSettings
 from storage import codec
 from storage.protocol import NewTimer, TimerStore
 from storage.rocks import RocksSettings, RocksTimerStore
+from storage.wheel import WheelSettings, WheelTimerStore
 
 START_MS = 1_700_000_000_000
 PAYLOAD = b"p" * 200
@@ -89,7 +90,11 @@ def open_rocks(path: str) -> TimerStore:
     return RocksTimerStore(RocksSettings(path))
 
 
-STORES: dict[str, Callable[[str], TimerStore]] = {"rocks": open_rocks}
+def open_wheel(path: str) -> TimerStore:
+    return WheelTimerStore(WheelSettings(path))  # RocketMQ's defaults: 1 s slots, 7 days
+
+
+STORES: dict[str, Callable[[str], TimerStore]] = {"rocks": open_rocks, "wheel": open_wheel}
 
 
 def measure(store_name: str, count: int, repeats: int) -> dict[str, list[float]]:
