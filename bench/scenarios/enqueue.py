@@ -39,6 +39,8 @@ def window_timers(ctx: Context, spec: SystemSpec, batch: int, size: int) -> int:
     s = ctx.sizes
     n = min(s.enqueue_window_timers, max(batch, s.enqueue_window_bytes // size))
     n = spec.size(n, floor=50)
+    if spec.family == "aps":
+        return n  # no batch call: a batch is a loop of add_job, so any window size will do
     return max(batch, n // batch * batch)
 
 
