@@ -44,7 +44,8 @@ class Counters:
                 (_OFFSET_PREFIX, counters.next_offset),
                 (_LOG_START_PREFIX, counters.log_start),
             ):
-                if name.startswith(prefix):
+                # a topic whose pending count went to 0 is dropped, as apply() does in memory
+                if name.startswith(prefix) and (number or target is not counters.pending_by_topic):
                     target[name[len(prefix) :].decode()] = number
             if name.startswith(_TOTAL_PREFIX):
                 counters.totals[name[len(_TOTAL_PREFIX) :].decode()] = number

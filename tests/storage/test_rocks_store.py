@@ -183,8 +183,14 @@ def test_counters_and_log_offsets_survive_reopen(rocks_store):
         after = store.stats()
         assert (after.pending, after.delivered, after.cancelled) == (2, 2, 1)
         assert (before.pending, before.delivered) == (after.pending, after.delivered)
+        assert after.pending_by_topic == before.pending_by_topic == {"orders": 2}
         store.commit_delivered(store.due(NOW + 3, 10), NOW + 3, to_topic_log=True)
         assert [m.offset for m in store.read_log("orders", 0, 10)] == [0, 1, 2, 3]
+        store = reopen(store)
+        assert store.stats().pending_by_topic == {}  # a topic at 0 pending is not listed
+        assert [(t.topic, t.pending, t.log_end_offset) for t in store.topics()] == [
+            ("orders", 0, 4)
+        ]
     finally:
         store.close()
 
