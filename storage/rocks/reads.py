@@ -27,11 +27,15 @@ def encode_cursor(key: bytes) -> str:
     return base64.urlsafe_b64encode(key).decode()
 
 
-def decode_cursor(cursor: str) -> bytes:
+def decode_cursor(cursor: str, min_bytes: int = 3) -> bytes:
+    """The key a cursor names; anything this service did not hand out is a 422."""
     try:
-        return base64.urlsafe_b64decode(cursor.encode())
+        key = base64.b64decode(cursor.encode(), altchars=b"-_", validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidInputError("cursor is not one this service returned", field="cursor") from None
+        key = b""
+    if len(key) < min_bytes or codec.SEPARATOR not in key[min_bytes - 2 :]:
+        raise InvalidInputError("cursor is not one this service returned", field="cursor")
+    return key
 
 
 class BoundedIter:
@@ -141,7 +145,7 @@ def list_pending(
 ) -> TimerPage:
     start = codec.u64(from_ms)
     if cursor is not None:
-        start = max(start, decode_cursor(cursor) + codec.SEPARATOR)
+        start = max(start, decode_cursor(cursor, min_bytes=11) + codec.SEPARATOR)
     upper = None if to_ms is None else codec.u64(to_ms + 1)
     wanted = None if topic is None else topic.encode() + codec.SEPARATOR
     it = bounded_iter(h.cfs["timers"], start, upper)

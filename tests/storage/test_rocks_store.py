@@ -133,9 +133,10 @@ def test_list_pending_pages_with_a_stable_cursor_and_topic_filter(rocks_store):
     assert seen == [f"a{i:02d}" for i in range(25)]
     window = rocks_store.list_pending(from_ms=NOW + 20, to_ms=NOW + 40, topic="orders")
     assert [v.id for v in window.timers] == ["a02", "a03", "a04"]
-    with pytest.raises(InvalidInputError) as info:
-        rocks_store.list_pending(cursor="%%%not-base64")
-    assert info.value.field == "cursor"
+    for bad in ("%%%not-base64", "%%%not-a-cursor", "bm90LWEta2V5", ""):
+        with pytest.raises(InvalidInputError) as info:
+            rocks_store.list_pending(cursor=bad)
+        assert info.value.field == "cursor"
 
 
 def test_invalid_names_rejected_naming_the_field_and_nothing_stored(rocks_store):
