@@ -60,7 +60,7 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from bench import charts, report, scenarios, systems, targets
+    from bench import charts, claims, report, scenarios, systems, targets
     from bench.runner import run_bench
     from bench.sizes import FULL, PRESETS
 
@@ -79,6 +79,7 @@ def handle(args: argparse.Namespace) -> int:
         chosen, specs, sizes, out_dir, keep_data=args.keep_data, quiet=args.quiet, argv=argv
     )
     results["targets"] = targets.judge(results, FULL.to_json())
+    results["claims"] = claims.judge(results)
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(results, f, indent=1, default=str)
     names = charts.draw_all(results, chosen, sizes, out_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from bench import claims
 from bench.scenarios.common import Column, Context
 from bench.sizes import Sizes
 from bench.targets import ROCKS, dig
@@ -145,6 +146,7 @@ def render(
             f"| {s['name']} | {s['description']} | {fmt(s['durable'])} | {s['scale']:g} | {avail} |"
         )
     out += ["", "## Targets (RocksDB store)", "", *targets_table(results["targets"]), ""]
+    out += [*claims.render(results.get("claims", [])), ""]
     for module in scenarios:
         entry = results["scenarios"].get(module.KEY)
         if entry is None:

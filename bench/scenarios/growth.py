@@ -99,7 +99,13 @@ def run_variant(
     window = max(1, target // s.growth_windows)
     start_ms = now_ms()
     blob_min = s.growth_blob_min_bytes if blob else None
-    system = ctx.open(spec, sub=name, simulated=spec.sim_clock, blob_min_bytes=blob_min)
+    system = ctx.open(
+        spec,
+        sub=name,
+        simulated=spec.sim_clock,
+        blob_min_bytes=blob_min,
+        statistics=spec.family == "rocks",  # compaction byte tickers for claim 2
+    )
     rng = ctx.rng
     rates: list[float] = []
     pending: list[int] = []

@@ -87,9 +87,18 @@ def test_targets_are_judged(results: dict[str, Any]) -> None:
         assert t["at_full_size"] is False  # tiny sizes are never the issue's
 
 
+def test_rip43_claims_each_get_a_verdict(results: dict[str, Any]) -> None:
+    claims = results["claims"]
+    assert [c["claim"][:2] for c in claims] == ["1.", "2.", "3.", "4."]
+    for c in claims:
+        assert c["verdict"] in ("confirmed", "refuted", "depends")
+        assert c["numbers"]
+
+
 def test_report_has_every_section_and_chart(run_dir: Path) -> None:
     report = (run_dir / "report.md").read_text()
     assert "## Targets (RocksDB store)" in report
+    assert "## RIP-43 claims against RocksDB" in report
     for module in scenarios.SCENARIOS:
         assert f"## {module.NUMBER}. {module.TITLE}" in report
     assert "## 8. Disk" in report

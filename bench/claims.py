@@ -1,0 +1,148 @@
+"""The four RIP-43 claims against RocksDB (seed 000, 3.3.3), with the figures that test them.
+
+Each claim gets the run's relevant numbers and an indicative verdict by a stated rule.
+The rules are mechanical; the README's verdicts are a person's reading of a full run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.targets import dig
+
+WHEEL = "wheel-1000ms"
+
+
+def _ok(results: dict[str, Any], scenario: str, system: str) -> dict[str, Any] | None:
+    entry = results["scenarios"].get(scenario, {}).get("systems", {}).get(system)
+    if not entry or entry.get("status") != "ok":
+        return None
+    figures: dict[str, Any] = entry["figures"]
+    return figures
+
+
+def _verdict(ratios: list[float], confirm_below: float, refute_at: float) -> str:
+    if not ratios:
+        return "not measured"
+    if all(r < confirm_below for r in ratios):
+        return "confirmed"
+    if all(r >= refute_at for r in ratios):
+        return "refuted"
+    return "depends"
+
+
+def _claim(claim: str, rule: str, verdict: str, numbers: list[str]) -> dict[str, Any]:
+    return {"claim": claim, "rule": rule, "verdict": verdict, "numbers": numbers}
+
+
+def sorting_cost(results: dict[str, Any]) -> dict[str, Any]:
+    rocks, wheel = _ok(results, "enqueue", "rocks"), _ok(results, "enqueue", WHEEL)
+    ratios, numbers = [], []
+    combos = (rocks or {}).get("combos") or {}
+    largest = max((int(c[1:].split("_")[0]) for c in combos), default=0)
+    for combo, stats in combos.items():
+        if not combo.startswith(f"b{largest}_"):
+            continue
+        r, w = stats.get("median"), dig(wheel, f"combos.{combo}.median")
+        if r and w:
+            ratios.append(r / w)
+            numbers.append(f"{combo}: rocks {r:,.0f}/s vs wheel {w:,.0f}/s ({r / w:.2f}x)")
+    return _claim(
+        "1. writing needs sorting, which costs extra time",
+        "rocks/wheel enqueue rate at the largest batch: all < 0.7 confirmed, all >= 1 refuted",
+        _verdict(ratios, 0.7, 1.0),
+        numbers,
+    )
+
+
+def _growth(results: dict[str, Any]) -> dict[str, Any]:
+    return (_ok(results, "growth", "rocks") or {}).get("variants") or {}
+
+
+def compaction_cost(results: dict[str, Any]) -> dict[str, Any]:
+    variants = _growth(results)
+    numbers, ratios = [], []
+    for name, v in variants.items():
+        if name.endswith("_blob"):
+            continue
+        ratios.append(v["end_vs_start"])
+        tickers = dig(v, "counters.tickers") or {}
+        compacted = tickers.get("rocksdb.compact.write.bytes")
+        numbers.append(
+            f"{name}: end/start {v['end_vs_start']:.2f} at {v['pending_end']:,} pending"
+            + ("" if compacted is None else f", compaction wrote {compacted / 1e6:,.0f} MB")
+        )
+    large = [r for n, r in zip(variants, ratios, strict=False) if n != "p200"]
+    return _claim(
+        "2. with large values, compaction costs much CPU and writes slow down",
+        "rocks end/start enqueue rate with large (4 KB) payloads: < 0.7 confirmed, >= 0.7 refuted",
+        _verdict(large, 0.7, 0.7),
+        numbers,
+    )
+
+
+def growth_slowdown(results: dict[str, Any]) -> dict[str, Any]:
+    v = _growth(results).get("p200")
+    ratios = [] if v is None else [v["end_vs_start"]]
+    numbers = (
+        []
+        if v is None
+        else [
+            f"p200: {v['rate_start']:,.0f}/s at 0, {v['rate_end']:,.0f}/s at {v['pending_end']:,}"
+        ]
+    )
+    return _claim(
+        "3. writes slow down as the amount stored grows",
+        "rocks end/start enqueue rate with 200 B payloads: < 0.7 confirmed, >= 0.7 refuted",
+        _verdict(ratios, 0.7, 0.7),
+        numbers,
+    )
+
+
+def kv_separation(results: dict[str, Any]) -> dict[str, Any]:
+    variants = _growth(results)
+    ratios, numbers = [], []
+    for name, blob in variants.items():
+        if not name.endswith("_blob") or name.removesuffix("_blob") not in variants:
+            continue
+        plain = variants[name.removesuffix("_blob")]
+        for figure in ("scan_rate", "get_rate"):
+            if blob.get(figure) and plain.get(figure):
+                ratio = blob[figure] / plain[figure]
+                ratios.append(ratio)
+                numbers.append(
+                    f"{name} {figure}: {blob[figure]:,.0f}/s vs {plain[figure]:,.0f}/s "
+                    f"without BlobDB ({ratio:.2f}x)"
+                )
+        numbers.append(f"{name} enqueue at end: {blob['rate_end'] / plain['rate_end']:.2f}x")
+    return _claim(
+        "4. key-value separation keeps writes fast but hurts reads",
+        "BlobDB/plain read rates (due scan, get): all < 0.7 confirmed, all >= 0.9 refuted",
+        _verdict(ratios, 0.7, 0.9),
+        numbers,
+    )
+
+
+def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        sorting_cost(results),
+        compaction_cost(results),
+        growth_slowdown(results),
+        kv_separation(results),
+    ]
+
+
+def render(claims: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "## RIP-43 claims against RocksDB: the figures",
+        "",
+        "Indicative verdicts by the stated rule, at this run's sizes; the README's verdicts "
+        "come from a person reading a `--full` run.",
+        "",
+        "| claim | indicative verdict | rule | figures |",
+        "|---|---|---|---|",
+    ]
+    for c in claims:
+        figures = "<br>".join(c["numbers"]) or "–"
+        lines.append(f"| {c['claim']} | **{c['verdict']}** | {c['rule']} | {figures} |")
+    return lines
