@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from bench.measure import RssSampler, now_ms
-from bench.scenarios.common import Column, Context, chunks, timers, wait_until
+from bench.scenarios.common import Column, Context, chunks, fixed, timers, wait_until
 from bench.systems import BenchSystem, SystemSpec
 from bench.systems.aps import ApsSystem
 
@@ -65,11 +65,11 @@ def run(spec: SystemSpec, ctx: Context) -> dict[str, Any]:
         with RssSampler() as rss:
             system.start()
             due_ms = now_ms() + lead_ms
-            items = timers("b", 0, n, lambda _i: due_ms, PAYLOAD, ctx.rng)
-            for i, part in enumerate(chunks(items, ctx.sizes.batch)):
+            batch = ctx.sizes.batch
+            for start in range(0, n, batch):  # made per batch: a 1M list would inflate RSS
+                part = timers("b", start, min(batch, n - start), fixed(due_ms), PAYLOAD, ctx.rng)
                 system.schedule(part, now_ms())
-                ctx.progress(min(0.5, (i + 1) * len(part) / n / 2))
-            del items
+                ctx.progress(min(0.5, (start + len(part)) / n / 2))
             scheduled_ms = now_ms()
             wait_until(lambda: now_ms() >= due_ms, lead_ms / 1000 + 1)
             complete = wait_until(

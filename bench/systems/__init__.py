@@ -42,6 +42,7 @@ class SystemSpec:
     sim_clock: bool
     durable: bool
     scale: float = 1.0  # share of a scenario's size this system gets (slow baselines)
+    max_timers: int | None = None  # and a cap (APScheduler keeps a ~1 KB Job object each)
     unavailable: str | None = None  # why it cannot run at all in this checkout
     delivery_only: bool = False  # a variant that differs only in delivery (misfire policy)
     precision_ms: int | None = None  # a wheel's slot width: a simulated clock walks every slot
@@ -66,7 +67,8 @@ class SystemSpec:
         )
 
     def size(self, n: int, floor: int = 100) -> int:
-        return n if self.scale >= 1 else max(min(n, floor), int(n * self.scale))
+        scaled = n if self.scale >= 1 else max(min(n, floor), int(n * self.scale))
+        return scaled if self.max_timers is None else min(scaled, self.max_timers)
 
 
 def _engine_opener(name: str, factory_of: StoreFactoryMaker) -> Opener:
@@ -160,7 +162,7 @@ def all_specs() -> list[SystemSpec]:
             "heap", "heap", "in-memory heapq, no durability", _heap_opener("heap"), True, False
         )
     )
-    for store, scale in (("memory", 0.25), ("sqlite", 0.02)):
+    for store, scale, cap in (("memory", 0.25, 250_000), ("sqlite", 0.02, 20_000)):
         for grace_default in (True, False):
             suffix = "" if grace_default else "-nograce"
             name = f"aps-{store}{suffix}"
@@ -176,6 +178,7 @@ def all_specs() -> list[SystemSpec]:
                     False,
                     store == "sqlite",
                     scale=scale,
+                    max_timers=cap,
                     delivery_only=not grace_default,
                 )
             )
