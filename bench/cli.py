@@ -90,3 +90,17 @@ def handle(args: argparse.Namespace) -> int:
         met = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
         print(f"  {met:13} {t['target']} (value {t['value']})")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.cli [--quick|--full] ...``: the same, without the other subcommands."""
+    import sys
+
+    parser = argparse.ArgumentParser(prog="timerstore")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

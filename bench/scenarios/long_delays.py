@@ -68,9 +68,10 @@ def run(spec: SystemSpec, ctx: Context) -> dict[str, Any]:
             system.schedule(part, start_ms)
         del items
         io1 = io_write_bytes()
-        steps = -(-span_ms // s.long_step_ms)
+        end_ms = span_ms + (spec.precision_ms or 0)  # a wheel reads a slot once it has passed
+        steps = -(-end_ms // s.long_step_ms)
         for step in range(1, steps + 1):
-            while system.run_due(start_ms + min(step * s.long_step_ms, span_ms)):
+            while system.run_due(start_ms + min(step * s.long_step_ms, end_ms)):
                 pass
             ctx.progress(step / steps)
         io2 = io_write_bytes()

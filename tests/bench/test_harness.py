@@ -79,6 +79,26 @@ def test_rocks_runs_every_scenario_and_its_figures_are_sound(results: dict[str, 
     assert set(phases) == set(scenarios.tombstones.PHASES)
 
 
+def test_every_system_delivered_what_it_should(results: dict[str, Any]) -> None:
+    """Counts, not timings: a system that silently delivers nothing must not pass as fast."""
+    for key in ("long_delays", "tombstones", "cancel", "burst"):
+        for name, result in results["scenarios"][key]["systems"].items():
+            if result["status"] != "ok":
+                continue
+            f = result["figures"]
+            if key == "long_delays":
+                assert f["delivered"] == f["timers"], (key, name)
+                assert f["lateness"]["early"] == 0, (key, name)
+            elif key == "tombstones":
+                assert f.get("pending_end") in (0, None), (key, name)
+            elif key == "cancel":
+                assert f["cancelled_but_delivered"] == 0, (key, name)
+                if not name.startswith("aps-") or name.endswith("nograce"):
+                    assert f["kept_but_not_delivered"] == 0, (key, name)
+            elif name.endswith("nograce") or not name.startswith("aps-"):
+                assert f["never_delivered"] == 0, (key, name)
+
+
 def test_targets_are_judged(results: dict[str, Any]) -> None:
     names = {t["name"] for t in results["targets"]}
     assert {"burst_all_delivered_10s", "steady_p99_50ms", "recovery_lost_0"} <= names
