@@ -10,7 +10,8 @@ A wheel on a simulated clock walks every slot it passes (RocketMQ's dequeue does
 days at 10 ms are 259 million slots, hours of Python. So a wheel's span is capped at
 ``long_max_slots`` slots; the table shows the span each system ran and, for a shorter
 span, rolls per timer scaled linearly to the full span (a timer due after d rolls about
-d / roll window times, and d is uniform over the span).
+d / roll window times, and d is uniform over the span). A wheel's timer count is capped
+too, at about ``long_max_rolls`` expected rolls in all (each is a Python body copy).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from bench.measure import io_write_bytes, now_ms
 from bench.scenarios.common import Column, Context, chunks, timers
 from bench.systems import SystemSpec
-from bench.systems.engine_system import EngineSystem
+from bench.systems.engine_system import EngineSystem, wheel_roll_window_ms
 
 KEY = "long_delays"
 NUMBER = 5
@@ -58,6 +59,8 @@ def run(spec: SystemSpec, ctx: Context) -> dict[str, Any]:
     span_ms = full_span_ms
     if spec.precision_ms is not None:
         span_ms = min(span_ms, s.long_max_slots * spec.precision_ms)
+        expected_rolls = span_ms / 2 / wheel_roll_window_ms(spec.precision_ms)
+        n = min(n, max(1000, int(s.long_max_rolls / max(1.0, expected_rolls))))
     start_ms = now_ms()
     system = ctx.open(spec, simulated=True, statistics=spec.family == "rocks")
     try:

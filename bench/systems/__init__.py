@@ -157,9 +157,15 @@ def all_specs() -> list[SystemSpec]:
                 precision_ms=precision_ms,
             )
         )
-    specs.append(
+    specs.append(  # about 500 B of Python objects per timer: 20M would not fit in memory
         SystemSpec(
-            "heap", "heap", "in-memory heapq, no durability", _heap_opener("heap"), True, False
+            "heap",
+            "heap",
+            "in-memory heapq, no durability",
+            _heap_opener("heap"),
+            True,
+            False,
+            max_timers=5_000_000,
         )
     )
     for store, scale, cap in (("memory", 0.25, 250_000), ("sqlite", 0.02, 20_000)):

@@ -83,14 +83,22 @@ def wheel_available() -> str | None:
     return None
 
 
+WHEEL_SLOTS = 7 * 24 * 3600  # RocketMQ's slot count; at 10 ms it spans 100 minutes
+
+
+def wheel_roll_window_ms(precision_ms: int) -> int:
+    """RocketMQ's roll window is 2 of the wheel's 7 days: keep that share of the span."""
+    return min(2 * 24 * 3600 * 1000, WHEEL_SLOTS * precision_ms * 2 // 7)
+
+
 def wheel_factory(precision_ms: int) -> StoreFactory:
     def open_wheel(path: str) -> TimerStore:
         store_cls, settings_cls = _wheel_classes()
-        slots = 7 * 24 * 3600  # RocketMQ's slot count; at 10 ms it spans 100 minutes
-        # RocketMQ's roll window is 2 of the wheel's 7 days: keep that share of the span
-        roll_window_ms = min(2 * 24 * 3600 * 1000, slots * precision_ms * 2 // 7)
         settings = settings_cls(
-            path=path, precision_ms=precision_ms, slots=slots, roll_window_ms=roll_window_ms
+            path=path,
+            precision_ms=precision_ms,
+            slots=WHEEL_SLOTS,
+            roll_window_ms=wheel_roll_window_ms(precision_ms),
         )
         store: TimerStore = store_cls(settings)
         return store
