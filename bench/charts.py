@@ -68,11 +68,20 @@ def growth_chart(path: str, entry: dict[str, Any]) -> bool:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.6))
     drawn = False
-    for name, result in entry["systems"].items():
+    colors = plt.get_cmap("tab10").colors
+    for i, (name, result) in enumerate(entry["systems"].items()):
         if result["status"] != "ok":
             continue
-        for variant, v in result["figures"]["variants"].items():
-            ax.plot(v["pending"], v["rates"], marker=".", label=f"{name} {variant}")
+        for j, (variant, v) in enumerate(result["figures"]["variants"].items()):
+            style = ("-", "--", ":", "-.")[j % 4]  # one colour per system, a dash per variant
+            ax.plot(
+                v["pending"],
+                v["rates"],
+                style,
+                color=colors[i % len(colors)],
+                marker=".",
+                label=f"{name} {variant}",
+            )
             drawn = True
     ax.set_title("enqueue rate as pending timers grow", fontsize=10)
     ax.set_xlabel("pending timers")

@@ -146,7 +146,7 @@ def render(
             f"| {s['name']} | {s['description']} | {fmt(s['durable'])} | {s['scale']:g} | {avail} |"
         )
     out += ["", "## Targets (RocksDB store)", "", *targets_table(results["targets"]), ""]
-    out += [*claims.render(results.get("claims", [])), ""]
+    out += [*claims.render(results.get("claims", []), meta["mode"]), ""]
     for module in scenarios:
         entry = results["scenarios"].get(module.KEY)
         if entry is None:

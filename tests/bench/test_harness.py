@@ -111,7 +111,7 @@ def test_rip43_claims_each_get_a_verdict(results: dict[str, Any]) -> None:
     claims = results["claims"]
     assert [c["claim"][:2] for c in claims] == ["1.", "2.", "3.", "4."]
     for c in claims:
-        assert c["verdict"] in ("confirmed", "refuted", "depends")
+        assert c["verdict"].split(":")[0] in ("confirmed", "refuted", "depends", "not tested")
         assert c["numbers"]
 
 
