@@ -22,7 +22,10 @@ class RocksSettings:
     sync_writes: bool = False  # fsync the WAL on every write (WAL is always on unless disable_wal)
     disable_wal: bool = False  # benchmark only: loses unflushed writes on a crash
     block_cache_bytes: int = 64 << 20
-    write_buffer_bytes: int = 64 << 20
+    write_buffer_bytes: int = 32 << 20  # per column family memtable
+    # all memtables together: when they pass this RocksDB flushes, so memory stays bounded
+    # by configuration whatever the write rate (7 families x 32 MiB would otherwise be 224 MiB)
+    write_buffer_total_bytes: int = 128 << 20
     done_retention_ms: int = 24 * 3600 * 1000
     log_retention_ms: int = 7 * 24 * 3600 * 1000
     statistics: bool = False  # RocksDB tickers (used by tests to count skipped tombstones)
@@ -68,6 +71,7 @@ def open_db(settings: RocksSettings) -> RocksHandles:
     options.create_if_missing(True)
     options.create_missing_column_families(True)
     options.increase_parallelism(2)
+    options.set_db_write_buffer_size(settings.write_buffer_total_bytes)
     if settings.statistics:
         options.enable_statistics()
     families = {name: _family_options(settings, cache, name) for name in FAMILIES}
