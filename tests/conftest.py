@@ -10,6 +10,27 @@ from app.clock import FakeClock
 from storage.rocks import RocksSettings, RocksTimerStore
 
 
+class FlakySink:
+    """A topic-log sink whose first ``failures`` deliveries raise, like a broker that is down."""
+
+    name = "flaky"
+    writes_topic_log = True
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    def deliver(self, batch: object) -> None:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise ConnectionError("broker down")
+
+
+@pytest.fixture
+def flaky_sink() -> type[FlakySink]:
+    return FlakySink
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(1_700_000_000_000)

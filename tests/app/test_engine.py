@@ -64,26 +64,12 @@ def test_queue_capacity_bounds_what_is_in_flight(rocks_store, clock):
     assert ids == [f"t{i:04d}" for i in range(1000)]
 
 
-class FlakySink:
-    name = "flaky"
-    writes_topic_log = True
-
-    def __init__(self, failures: int) -> None:
-        self.failures = failures
-        self.calls = 0
-
-    def deliver(self, batch) -> None:
-        self.calls += 1
-        if self.calls <= self.failures:
-            raise ConnectionError("broker down")
-
-
 def test_failing_sink_retries_with_backoff_then_dead_letters_and_replay_delivers(
-    rocks_store, clock
+    rocks_store, clock, flaky_sink
 ):
     now = clock.now_ms()
     rocks_store.schedule([NewTimer("orders", "a", now)], now)
-    sink = FlakySink(failures=3)
+    sink = flaky_sink(3)
     settings = EngineSettings(max_attempts=3, backoff_base_ms=1000, backoff_max_ms=60_000)
     engine = Engine(rocks_store, clock, settings, sink=sink)
     engine.run_once(now)  # attempt 1 fails: retry in 1 s

@@ -70,24 +70,10 @@ def test_queue_capacity_bounds_what_is_in_flight(store, clock):
     assert sorted(m.id for m in log_of(store)) == [f"t{i:04d}" for i in range(1000)]
 
 
-class FlakySink:
-    name = "flaky"
-    writes_topic_log = True
-
-    def __init__(self, failures: int) -> None:
-        self.failures = failures
-        self.calls = 0
-
-    def deliver(self, batch) -> None:
-        self.calls += 1
-        if self.calls <= self.failures:
-            raise ConnectionError("broker down")
-
-
-def test_failures_retry_with_backoff_then_deliver_once(store, clock):
+def test_failures_retry_with_backoff_then_deliver_once(store, clock, flaky_sink):
     store.schedule([NewTimer("orders", "a", NOW)], NOW)
     settings = EngineSettings(backoff_base_ms=1000, max_attempts=5)
-    engine = Engine(store, clock, settings, sink=FlakySink(failures=2))
+    engine = Engine(store, clock, settings, sink=flaky_sink(2))
     engine.run_once(ready_ms(store, NOW))
     view = store.get("orders", "a")
     assert view.state == TimerState.PENDING and view.attempts == 1
@@ -100,9 +86,9 @@ def test_failures_retry_with_backoff_then_deliver_once(store, clock):
     assert store.stats().pending == 0
 
 
-def test_dead_letter_then_replay(store, clock):
+def test_dead_letter_then_replay(store, clock, flaky_sink):
     store.schedule([NewTimer("orders", "a", NOW, b"body")], NOW)
-    engine = Engine(store, clock, EngineSettings(max_attempts=1), sink=FlakySink(failures=1))
+    engine = Engine(store, clock, EngineSettings(max_attempts=1), sink=flaky_sink(1))
     engine.run_once(ready_ms(store, NOW))
     page = store.dead_letters()
     assert [(v.id, v.state, v.last_error) for v in page.timers] == [
