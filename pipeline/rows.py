@@ -87,24 +87,26 @@ def _deliver_ms(row: dict[str, Any], times: JobTimes) -> int:
 
 
 def _payload(row: dict[str, Any], limits: Limits) -> tuple[bytes, bool]:
-    text, b64 = _present(row, "payload"), _present(row, "payload_b64")
-    if text and b64:
+    return payload_of(row.get("payload"), row.get("payload_b64"), limits)
+
+
+def payload_of(text: Any, b64: Any, limits: Limits) -> tuple[bytes, bool]:
+    """(payload bytes, binary) from the ``payload`` and ``payload_b64`` values (None: absent)."""
+    if text is not None and b64 is not None:
         raise Rejected("give payload or payload_b64, not both")
-    if b64:
-        raw = row["payload_b64"]
-        if not isinstance(raw, str):
+    if b64 is not None:
+        if not isinstance(b64, str):
             raise Rejected("payload_b64 must be a base64 string")
         try:
-            payload, binary = base64.b64decode(raw, validate=True), True
+            payload, binary = base64.b64decode(b64, validate=True), True
         except (binascii.Error, ValueError):
             raise Rejected("payload_b64 is not valid base64") from None
-    elif text:
-        value = row["payload"]
-        if isinstance(value, bytes | bytearray):
-            payload, binary = bytes(value), True
-        elif isinstance(value, str):
+    elif text is not None:
+        if isinstance(text, bytes | bytearray):
+            payload, binary = bytes(text), True
+        elif isinstance(text, str):
             try:
-                payload, binary = value.encode(), False
+                payload, binary = text.encode(), False
             except UnicodeEncodeError:
                 raise Rejected("payload must be valid UTF-8 text") from None
         else:
@@ -117,7 +119,11 @@ def _payload(row: dict[str, Any], limits: Limits) -> tuple[bytes, bool]:
 
 
 def _headers(row: dict[str, Any], limits: Limits) -> dict[str, str]:
-    value = row.get("headers")
+    return headers_of(row.get("headers"), limits)
+
+
+def headers_of(value: Any, limits: Limits) -> dict[str, str]:
+    """The headers object from a ``headers`` value: a dict, key/value pairs or JSON text."""
     if value is None or value == "":
         return {}
     if isinstance(value, str):

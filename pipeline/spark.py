@@ -18,6 +18,8 @@ DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
 }
 
+LOCAL_DRIVER_MEMORY = "6g"  # local masters only; --conf spark.driver.memory=... overrides
+
 
 @contextmanager
 def spark_session(
@@ -41,6 +43,8 @@ def spark_session(
         # executors are this machine: run them on this interpreter, few shuffle partitions
         builder = builder.config("spark.pyspark.python", sys.executable)
         builder = builder.config("spark.sql.shuffle.partitions", "8")
+        # the driver is the executor: room to cache the encoded rows of millions of timers
+        builder = builder.config("spark.driver.memory", LOCAL_DRIVER_MEMORY)
     for key, value in {**DEFAULTS, **(conf or {})}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

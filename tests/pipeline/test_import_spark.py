@@ -173,3 +173,44 @@ def test_imported_timers_are_delivered_on_time_and_never_early(imported):
     assert all(m.delivered_at_ms - requested[(topic_of[m.id], m.id)] < 20_000 for m in log)
     assert store.stats().pending == 0
     assert not any(pending_from_meta(store).values())
+
+
+TRICKY = [  # CSV-like text rows: SQL's fast path must never pass what encode_row refuses
+    {"topic": "orders", "id": "a", "deliver_at_ms": "12", "delay_ms": None},
+    {"topic": "orders", "id": "b", "deliver_at_ms": " 12", "delay_ms": None},
+    {"topic": "orders", "id": "c", "deliver_at_ms": "+12", "delay_ms": None},
+    {"topic": "orders", "id": "d", "deliver_at_ms": "1_000", "delay_ms": None},
+    {"topic": "orders", "id": "e", "deliver_at_ms": "12\n", "delay_ms": None},
+    {"topic": "orders\n", "id": "f", "deliver_at_ms": "12", "delay_ms": None},
+    {"topic": "orders", "id": "g\n", "deliver_at_ms": "12", "delay_ms": None},
+    {"topic": "orders", "id": "h", "deliver_at_ms": "253402300799999", "delay_ms": None},
+    {"topic": "orders", "id": "i", "deliver_at_ms": "253402300800000", "delay_ms": None},
+    {"topic": "orders", "id": "j", "deliver_at_ms": None, "delay_ms": "5"},
+    {"topic": "orders", "id": "k", "deliver_at_ms": "", "delay_ms": "5"},
+    {"topic": "orders", "id": "l", "deliver_at_ms": "-1", "delay_ms": None},
+    {"topic": "x" * 128, "id": "m", "deliver_at_ms": "1", "delay_ms": None},
+    {"topic": "x" * 129, "id": "n", "deliver_at_ms": "1", "delay_ms": None},
+    {"topic": "é", "id": "o", "deliver_at_ms": "1", "delay_ms": None},
+]
+
+
+def test_sql_prevalidation_passes_only_rows_encode_row_accepts(spark):
+    from pipeline.encode import prevalidate
+    from pipeline.rows import Limits, Rejected, encode_row
+
+    times = JobTimes(NOW, NOW, 0)
+    schema = "topic string, id string, deliver_at_ms string, delay_ms string"
+    df = prevalidate(spark.createDataFrame([tuple(r.values()) for r in TRICKY], schema), times)
+    checked = {r["id"]: (r["_ok"], r["_deliver_ms"]) for r in df.collect()}
+    fast = set()
+    for r in TRICKY:
+        ok, deliver_ms = checked[r["id"]]
+        if not ok:
+            continue
+        fast.add(r["id"])
+        try:
+            e = encode_row(r, times, Limits())
+        except Rejected as exc:
+            raise AssertionError(f"SQL passed {r!r}, encode_row: {exc}") from None
+        assert deliver_ms == int.from_bytes(e.ids_value, "big"), r
+    assert fast == {"a", "h", "j", "m"}  # the rest take encode_row, which decides
