@@ -30,6 +30,8 @@ class RocksSettings:
     log_retention_ms: int = 7 * 24 * 3600 * 1000
     statistics: bool = False  # RocksDB tickers (used by tests to count skipped tombstones)
     blob_min_bytes: int | None = None  # enable BlobDB (key-value separation) for timers
+    # tests only: keep every tombstone until a manual compaction (the worst case)
+    disable_auto_compactions: bool = False
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -57,6 +59,7 @@ def _family_options(settings: RocksSettings, cache: rd.Cache, name: str) -> rd.O
     table.set_bloom_filter(10, False)
     opts.set_block_based_table_factory(table)
     opts.set_write_buffer_size(settings.write_buffer_bytes)
+    opts.set_disable_auto_compactions(settings.disable_auto_compactions)
     if name == "timers" and settings.blob_min_bytes is not None:
         opts.set_enable_blob_files(True)
         opts.set_min_blob_size(settings.blob_min_bytes)
