@@ -40,15 +40,6 @@ def test_reschedule_replaces_and_never_duplicates(rocks_store):
     assert rocks_store.due(NOW + 899, 10) == []  # the old time is gone
 
 
-def test_duplicates_within_one_batch_last_wins(rocks_store):
-    rocks_store.schedule([nt("a", NOW + 1), nt("a", NOW + 2), nt("b", NOW + 3)], NOW)
-    assert [(v.id, v.deliver_at_ms) for v in rocks_store.list_pending().timers] == [
-        ("a", NOW + 2),
-        ("b", NOW + 3),
-    ]
-    assert rocks_store.stats().pending == 2
-
-
 def test_past_due_keeps_requested_time_and_is_clamped_behind_the_scanner(rocks_store):
     rocks_store.schedule([nt("x", NOW)], NOW)
     assert [t.id for t in rocks_store.due(NOW, 10)] == ["x"]  # the scanner passed NOW
