@@ -44,7 +44,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await svc.start()
-        housekeeper = Housekeeper(svc, settings)
+        housekeeper = Housekeeper(svc, settings.housekeeping)
         housekeeper.start()
         app.state.housekeeper = housekeeper
         try:

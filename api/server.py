@@ -1,7 +1,7 @@
 """``timerstore serve``: the service under uvicorn, with a graceful stop.
 
 First SIGTERM/SIGINT: the service refuses new /v1 work (503) and ends long-polls, uvicorn
-stops listening and lets requests in progress finish (up to ``shutdown_grace_s``), then
+stops listening and lets requests in progress finish (up to ``shutdown_grace_ms``), then
 the lifespan stops the engine (queued batches commit) and closes the store.
 After a graceful stop uvicorn re-raises the signal, so the process ends as killed by it
 (exit status -15 / 143 for SIGTERM), as service managers expect. A second signal exits at
@@ -24,7 +24,7 @@ import uvicorn
 
 from app.config import Settings, load_settings
 from app.service import TimerService
-from storage.errors import InvalidInputError
+from storage.errors import ConfigError
 
 log = logging.getLogger("timerstore.server")
 FORCED_EXIT_CODE = 130
@@ -73,7 +73,7 @@ def build_server(settings: Settings) -> GracefulServer:
         port=settings.port,
         log_level=settings.log_level,
         access_log=settings.log_level == "debug",
-        timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_s)),
+        timeout_graceful_shutdown=max(1, settings.shutdown_grace_ms // 1000),
         lifespan="on",
     )
     return GracefulServer(config, service)
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     }
     try:
         settings = load_settings(overrides=overrides)
-    except InvalidInputError as exc:
+    except ConfigError as exc:
         print(f"timerstore serve: {exc.message}", file=sys.stderr)
         return 2
     logging.basicConfig(

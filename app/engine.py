@@ -22,7 +22,7 @@ from storage.protocol import TimerStore
 log = logging.getLogger(__name__)
 
 
-class EngineSettings(msgspec.Struct, frozen=True):
+class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     tick_ms: int = 10
     scan_batch: int = 1000
     queue_capacity: int = 100_000
@@ -30,7 +30,7 @@ class EngineSettings(msgspec.Struct, frozen=True):
     backoff_base_ms: int = 1000
     backoff_max_ms: int = 600_000
     lateness_window: int = 100_000
-    stop_drain_s: float = 10.0
+    stop_drain_ms: int = 10_000  # on stop, queued batches may commit for this long
 
 
 class Engine:
@@ -84,7 +84,7 @@ class Engine:
         """Stop scanning, let queued batches commit for a while, return the rest to pending."""
         self.scanner.stop()
         if self.dispatcher.running:
-            self.queue.wait_until_empty(self.settings.stop_drain_s)
+            self.queue.wait_until_empty(self.settings.stop_drain_ms / 1000)
         self.dispatcher.stop()
         leftovers = self.queue.drain()
         for batch in leftovers:

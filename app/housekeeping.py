@@ -14,19 +14,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from app.config import Settings
+from app.config import HousekeepingSettings
 from app.service import TimerService
 from storage.errors import StoreClosedError
 
 log = logging.getLogger(__name__)
+FIRST_RUN_AFTER_MS = 5000  # the first housekeeping run comes soon after start
 
 
 class Housekeeper:
-    def __init__(self, service: TimerService, settings: Settings) -> None:
+    def __init__(self, service: TimerService, settings: HousekeepingSettings) -> None:
         self.service = service
         self.settings = settings
         self.scheduler = AsyncIOScheduler(timezone=UTC)
@@ -35,20 +36,22 @@ class Housekeeper:
 
     def start(self) -> None:
         """Schedule the jobs; call from inside the running event loop."""
-        now = datetime.now(UTC)
+        now_ms = self.service.clock.now_ms()  # the service's injected clock, not datetime.now
+        interval_ms = self.settings.interval_ms
+        first_run_ms = now_ms + min(FIRST_RUN_AFTER_MS, interval_ms)
         common = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
         self.scheduler.add_job(
             self.housekeep,
             "interval",
-            seconds=self.settings.housekeeping_interval_s,
-            next_run_time=now + timedelta(seconds=min(5.0, self.settings.housekeeping_interval_s)),
+            seconds=interval_ms / 1000,
+            next_run_time=datetime.fromtimestamp(first_run_ms / 1000, UTC),
             id="housekeep",
             **common,
         )
         self.scheduler.add_job(
             self.snapshot,
             "interval",
-            seconds=self.settings.stats_snapshot_interval_s,
+            seconds=self.settings.stats_snapshot_interval_ms / 1000,
             id="stats-snapshot",
             **common,
         )

@@ -33,7 +33,6 @@ from app.stores import open_store
 from app.timer_requests import (
     IdMaker,
     Problem,
-    RequestLimits,
     TimerRequest,
     to_new_timer,
     to_new_timers,
@@ -74,12 +73,7 @@ class TimerService:
     ) -> None:
         self.settings = settings
         self.clock: Clock = clock or SystemClock()
-        self.limits = RequestLimits(
-            settings.max_payload_bytes,
-            settings.max_headers,
-            settings.max_headers_bytes,
-            settings.max_batch_timers,
-        )
+        self.limits = settings.limits
         self.ids = IdMaker()
         self.notifier = TopicNotifier()
         self._store_opener = store_opener
@@ -113,7 +107,7 @@ class TimerService:
         self.engine = Engine(
             self._store,
             self.clock,
-            self.settings.engine(),
+            self.settings.engine,
             sink=self._sink,
             on_delivered=self.notifier.notify_threadsafe,
         )
@@ -178,7 +172,7 @@ class TimerService:
         return await self._call(self._schedule_chunks, timers, now_ms)
 
     def _schedule_chunks(self, timers: list[NewTimer], now_ms: int) -> list[ScheduleResult]:
-        chunk = self.settings.store_chunk_timers
+        chunk = self.limits.store_chunk_timers
         results: list[ScheduleResult] = []
         for start in range(0, len(timers), chunk):
             try:
@@ -252,7 +246,7 @@ class TimerService:
             self.store,
             self.engine,
             self.clock.now_ms(),
-            self.settings.stats_count_cap,
+            self.settings.housekeeping.stats_count_cap,
         )
         self.last_snapshot = snapshot
         return snapshot

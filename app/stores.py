@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from app.config import Settings
 from storage.protocol import TimerStore
 from storage.rocks import RocksTimerStore
@@ -12,7 +10,7 @@ from storage.wheel import WheelTimerStore
 
 def open_store(settings: Settings) -> TimerStore:
     if settings.store == "rocks":
-        return RocksTimerStore(settings.rocks(os.path.join(settings.data_dir, "rocks")))
+        return RocksTimerStore(settings.rocks_settings())
     if settings.store == "wheel":
-        return WheelTimerStore(settings.wheel(os.path.join(settings.data_dir, "wheel")))
+        return WheelTimerStore(settings.wheel_settings())
     raise NotImplementedError(f"store {settings.store!r} is not built yet")

@@ -34,11 +34,17 @@ class TimerRequest(Protocol):
     headers: dict[str, str] | None
 
 
-class RequestLimits(msgspec.Struct, frozen=True):
+class RequestLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What one request may carry; the settings section ``limits``."""
+
     max_payload_bytes: int = 1 << 20
     max_headers: int = 64
     max_headers_bytes: int = 16 << 10
     max_batch_timers: int = 10_000
+    max_body_bytes: int = 32 << 20
+    max_wait_ms: int = 30_000  # longest long-poll
+    max_page_limit: int = 1000  # GET listings: largest `limit`
+    store_chunk_timers: int = 2000  # a batch is written in store calls of at most this many
 
 
 class Problem(msgspec.Struct, frozen=True, omit_defaults=True):

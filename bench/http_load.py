@@ -59,7 +59,7 @@ def _free_port() -> int:
 
 def start_server(data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
-    cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir", data_dir]
+    cmd = [sys.executable, "-m", "timerstore", "serve", "--port", str(port), "--data-dir", data_dir]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIMERSTORE_")}
     env["TIMERSTORE_LOG_LEVEL"] = "warning"
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env)

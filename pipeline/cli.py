@@ -1,7 +1,8 @@
 """``timerstore import``, ``timerstore export-deliveries`` and ``timerstore analyze``.
 
-``register(subparsers)`` is called by ``app.cli``; the handlers import PySpark only when
-they run. ``pipeline/jobs/*.py`` run the same handlers under ``spark-submit``.
+``register(subparsers)`` is called by ``timerstore.cli`` (the composition root); the
+handlers import PySpark only when they run. ``pipeline/jobs/*.py`` run the same handlers
+under ``spark-submit``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from app.config import Settings, load_settings
 from pipeline.importer import FORMATS
 
 
@@ -83,9 +85,9 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run_analyze_command)
 
 
-def rocks_path(data_dir: str) -> str:
-    """The RocksDB store inside a data directory (the service's layout)."""
-    return os.path.join(data_dir, "rocks")
+def service_settings(data_dir: str) -> Settings:
+    """The service's settings (``TIMERSTORE_*`` included) for the store in ``data_dir``."""
+    return load_settings(overrides={"data_dir": data_dir})
 
 
 def run_import_command(args: argparse.Namespace) -> int:
@@ -93,15 +95,16 @@ def run_import_command(args: argparse.Namespace) -> int:
     from pipeline.importer import run_import
     from pipeline.rows import JobTimes
     from pipeline.spark import spark_session
-    from storage.rocks import RocksSettings, RocksTimerStore
+    from storage.rocks import RocksTimerStore
 
     now_ms = args.now_ms if args.now_ms is not None else _now_ms()
     base_ms = args.base_ms if args.base_ms is not None else now_ms
     store = None
     if args.data_dir:
-        store = RocksTimerStore(RocksSettings(rocks_path(args.data_dir)))
+        settings = service_settings(args.data_dir)
+        store = RocksTimerStore(settings.rocks_settings())
         floor_ms = store.stats().watermark_ms  # a stopped store's scan starts there
-        stage_dir = args.stage_dir or os.path.join(args.data_dir, "staging", f"import-{now_ms}")
+        stage_dir = args.stage_dir or os.path.join(settings.staging_dir(), f"import-{now_ms}")
     else:
         if not args.stage_dir:
             _progress("--server needs --stage-dir (a directory the server can read)")
@@ -139,7 +142,7 @@ def run_import_command(args: argparse.Namespace) -> int:
 def run_export_command(args: argparse.Namespace) -> int:
     from pipeline.deliveries import export
 
-    rows = export(rocks_path(args.data_dir), args.out, args.since_ms)
+    rows = export(service_settings(args.data_dir).store_dir("rocks"), args.out, args.since_ms)
     _print({"deliveries": rows, "out": args.out})
     return 0
 

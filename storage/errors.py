@@ -39,6 +39,12 @@ class ConflictError(TimerStoreError):
         self.state = state
 
 
+class ConfigError(TimerStoreError):
+    """A setting is unknown or breaks its rule; raised at startup, never by a request."""
+
+    code = "config"
+
+
 class StoreClosedError(TimerStoreError):
     """The store is closed or shutting down; retry against a running service."""
 

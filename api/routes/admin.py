@@ -26,8 +26,6 @@ from storage.errors import InvalidInputError
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
 
-STAGING = "staging"
-
 
 class IngestRequest(msgspec.Struct, forbid_unknown_fields=True):
     stage_dir: str
@@ -47,9 +45,9 @@ _BODY = {
 }
 
 
-def staged_path(data_dir: str, stage_dir: str) -> str:
+def staged_path(staging_dir: str, stage_dir: str) -> str:
     """``stage_dir`` resolved under ``<data_dir>/staging``, or a 422 naming the field."""
-    root = os.path.realpath(os.path.join(data_dir, STAGING))
+    root = os.path.realpath(staging_dir)
     path = os.path.realpath(os.path.join(root, stage_dir))
     if os.path.commonpath([root, path]) != root or path == root:
         raise InvalidInputError(f"stage_dir must be a directory under {root}", field="stage_dir")
@@ -67,9 +65,9 @@ def staged_path(data_dir: str, stage_dir: str) -> str:
 )
 async def ingest(request: Request) -> Response:
     settings = settings_of(request)
-    body = await read_body(request, settings.max_body_bytes)
+    body = await read_body(request, settings.limits.max_body_bytes)
     req = ingest_decoder.decode(media_kind(request, ["json"]), body)
-    path = staged_path(settings.data_dir, req.stage_dir)
+    path = staged_path(settings.staging_dir(), req.stage_dir)
     service = service_of(request)
     store = service.store
     ingest_staged = getattr(store, "ingest_staged", None)

@@ -20,7 +20,7 @@ def settings_of(request: Request) -> Settings:
 
 
 def page_limit(request: Request, limit: int) -> int:
-    top = settings_of(request).max_page_limit
+    top = settings_of(request).limits.max_page_limit
     if not 1 <= limit <= top:
         raise InvalidInputError(f"limit must be between 1 and {top}", field="limit")
     return limit

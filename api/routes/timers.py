@@ -36,7 +36,7 @@ router = APIRouter(prefix="/v1/timers", tags=["timers"])
 )
 async def schedule_timer(request: Request) -> Response:
     kind = bodies.media_kind(request, ("json", "msgpack"))
-    body = await bodies.read_body(request, settings_of(request).max_body_bytes)
+    body = await bodies.read_body(request, settings_of(request).limits.max_body_bytes)
     req = bodies.timer_decoder.decode(kind, body)
     result, timer = await service_of(request).schedule_one(req)
     status = 200 if result.replaced else 201
@@ -54,7 +54,7 @@ async def schedule_timer(request: Request) -> Response:
 )
 async def schedule_batch(request: Request) -> Response:
     kind = bodies.media_kind(request, ("json", "msgpack"))
-    body = await bodies.read_body(request, settings_of(request).max_body_bytes)
+    body = await bodies.read_body(request, settings_of(request).limits.max_body_bytes)
     items, problems = bodies.decode_batch(kind, body)
     results = await service_of(request).schedule_many(items, problems)
     out = [ScheduledTimer(r.topic, r.id, r.deliver_at_ms) for r in results]

@@ -40,7 +40,7 @@ async def read_messages(
     limit: int = Query(100, description="at most this many messages"),
     wait_ms: int = Query(0, ge=0, description="wait up to this long for a first message"),
 ) -> Response:
-    top = settings_of(request).max_wait_ms
+    top = settings_of(request).limits.max_wait_ms
     if wait_ms > top:
         raise InvalidInputError(f"wait_ms must be at most {top}", field="wait_ms")
     got = await service_of(request).read_messages(

@@ -18,7 +18,7 @@ FAMILIES = ("timers", "ids", "done", "topiclog", "deadletter", "journal", "meta"
 class RocksSettings:
     """Settings of the RocksDB store; built from the service settings at startup."""
 
-    path: str
+    path: str = ""  # a directory; the service derives it from data_dir
     sync_writes: bool = False  # fsync the WAL on every write (WAL is always on unless disable_wal)
     disable_wal: bool = False  # benchmark only: loses unflushed writes on a crash
     block_cache_bytes: int = 64 << 20

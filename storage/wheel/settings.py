@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from storage.errors import InvalidInputError
+from storage.errors import ConfigError
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -26,7 +26,7 @@ class WheelSettings:
     recovery rebuilds whatever came after it from the message log and the TimerLog.
     """
 
-    path: str
+    path: str = ""  # a directory; the service derives it from data_dir
     precision_ms: int = 1000
     slots: int = 7 * 24 * 3600
     roll_window_ms: int = 2 * DAY_MS
@@ -40,16 +40,16 @@ class WheelSettings:
     def __post_init__(self) -> None:
         for name in ("precision_ms", "slots", "msglog_segment_bytes", "checkpoint_interval_ms"):
             if getattr(self, name) < 1:
-                raise InvalidInputError(f"{name} must be at least 1", field=name)
+                raise ConfigError(f"{name} must be at least 1", field=name)
         if self.timerlog_segment_bytes < 52 * 4:
-            raise InvalidInputError(
+            raise ConfigError(
                 "timerlog_segment_bytes must hold at least 4 units", field="timerlog_segment_bytes"
             )
         if not 3 * self.precision_ms <= self.roll_window_ms <= self.slots * self.precision_ms:
-            raise InvalidInputError(
+            raise ConfigError(
                 "roll_window_ms must be between 3 slots and slots x precision_ms "
                 "(a unit may never land on a slot the reader has not reached yet)",
                 field="roll_window_ms",
             )
         if self.flush_policy not in ("sync", "async"):
-            raise InvalidInputError("flush_policy must be sync or async", field="flush_policy")
+            raise ConfigError("flush_policy must be sync or async", field="flush_policy")

@@ -45,7 +45,7 @@ def live_factory(tmp_path: Path) -> Iterator[Callable[..., tuple[httpx.Client, T
     started: list[tuple[httpx.Client, ThreadServer]] = []
 
     def factory(**overrides: Any) -> tuple[httpx.Client, ThreadServer]:
-        overrides.setdefault("tick_ms", 5)
+        overrides.setdefault("engine", {"tick_ms": 5})
         server = ThreadServer(make_settings(tmp_path / f"live{len(started)}", **overrides))
         client = httpx.Client(base_url=server.start(), timeout=30)
         started.append((client, server))

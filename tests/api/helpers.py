@@ -93,7 +93,7 @@ class ServerProcess:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("TIMERSTORE_")}
         env.update(self.env)
-        cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)]
+        cmd = [sys.executable, "-m", "timerstore", "serve", "--port", str(port)]
         cmd += ["--data-dir", str(self.data_dir)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=log)

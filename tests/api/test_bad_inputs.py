@@ -83,7 +83,7 @@ CASES: list[tuple[str, str, str | None, bytes, int, str | None]] = [
 def test_bad_schedule_request(
     fake_api_factory, path: str, content_type: str | None, body: bytes, status: int, field: str
 ) -> None:
-    api: FakeApi = fake_api_factory(**LIMITS)
+    api: FakeApi = fake_api_factory(limits=LIMITS)
     headers = {"content-type": content_type} if content_type else {}
     r = api.client.post("/v1/timers" + path, content=body, headers=headers)
     assert r.status_code == status, r.text

@@ -57,7 +57,7 @@ def test_batch_is_all_or_nothing_and_lists_every_bad_item(fake_api: FakeApi) -> 
 
 
 def test_batch_limits(fake_api_factory) -> None:
-    api: FakeApi = fake_api_factory(max_batch_timers=5)
+    api: FakeApi = fake_api_factory(limits={"max_batch_timers": 5})
     r = api.client.post("/v1/timers/batch", json={"timers": _timers(6)})
     assert r.status_code == 422 and r.json()["error"]["field"] == "timers"
     r = api.client.post("/v1/timers/batch", json={"timers": []})
@@ -66,14 +66,14 @@ def test_batch_limits(fake_api_factory) -> None:
 
 
 def test_big_batch_is_written_in_chunks(fake_api_factory) -> None:
-    api: FakeApi = fake_api_factory(store_chunk_timers=7)
+    api: FakeApi = fake_api_factory(limits={"store_chunk_timers": 7})
     r = api.client.post("/v1/timers/batch", json={"timers": _timers(50)})
     assert r.status_code == 200 and r.json()["scheduled"] == 50
     assert api.stats()["pending"] == 50
 
 
 def test_batch_conflict_names_the_batch_index(fake_api_factory) -> None:
-    api: FakeApi = fake_api_factory(store_chunk_timers=3)
+    api: FakeApi = fake_api_factory(limits={"store_chunk_timers": 3})
     api.client.post("/v1/timers", json={"topic": "batch", "id": "t0004", "delay_ms": 0})
     flying = api.service.store.due(api.clock.now_ms(), 10)
     r = api.client.post("/v1/timers/batch", json={"timers": _timers(6)})

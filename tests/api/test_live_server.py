@@ -104,7 +104,9 @@ def test_auth_when_keys_are_configured(live_factory, keys: str) -> None:
 
 
 def test_housekeeping_and_stats_snapshot_jobs_run(live_factory) -> None:
-    client, server = live_factory(housekeeping_interval_s=0.2, stats_snapshot_interval_s=0.1)
+    client, server = live_factory(
+        housekeeping={"interval_ms": 200, "stats_snapshot_interval_ms": 100}
+    )
     client.post("/v1/timers/batch", json={"timers": [{"topic": "h", "delay_ms": 0}] * 20})
     housekeeper = server.app.state.housekeeper
     deadline = time.monotonic() + 10

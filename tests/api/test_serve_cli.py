@@ -10,7 +10,7 @@ from tests.api.helpers import ROOT
 
 def test_serve_help_lists_the_flags() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "app.cli", "serve", "--help"],
+        [sys.executable, "-m", "timerstore", "serve", "--help"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -23,12 +23,12 @@ def test_serve_help_lists_the_flags() -> None:
 
 def test_bad_setting_exits_2_with_the_field(tmp_path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "serve", "--data-dir", str(tmp_path)],
+        [sys.executable, "-m", "timerstore", "serve", "--data-dir", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
-        env={"TIMERSTORE_MAX_BODY_BYTES": "0", "PATH": "/usr/bin:/bin"},
+        env={"TIMERSTORE_LIMITS__MAX_BODY_BYTES": "0", "PATH": "/usr/bin:/bin"},
         check=False,
     )
     assert done.returncode == 2, done.stderr

@@ -21,7 +21,7 @@ import pytest
 
 from tests.api.helpers import ServerProcess
 
-ENV = {"TIMERSTORE_TICK_MS": "5", "TIMERSTORE_SHUTDOWN_GRACE_S": "10"}
+ENV = {"TIMERSTORE_ENGINE__TICK_MS": "5", "TIMERSTORE_SHUTDOWN_GRACE_MS": "10000"}
 HOUR_MS = 3_600_000
 
 

@@ -195,7 +195,7 @@ class _FailingSink:
 
 
 def test_dead_letters_list_and_replay(fake_api_factory) -> None:
-    api: FakeApi = fake_api_factory(sink=_FailingSink(), max_attempts=1)
+    api: FakeApi = fake_api_factory(sink=_FailingSink(), engine={"max_attempts": 1})
     _schedule(api, topic="d", id="x", delay_ms=0, payload="p")
     api.deliver_due()
     page = api.client.get("/v1/deadletters").json()

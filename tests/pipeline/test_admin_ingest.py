@@ -8,9 +8,9 @@ import time
 import httpx
 import pytest
 
-from app.cli import main
 from tests.api.helpers import ThreadServer, make_settings, now_ms
 from tests.pipeline.helpers import row, stage
+from timerstore.cli import main
 
 ADMIN = {"Authorization": "Bearer adm"}
 USER = {"Authorization": "Bearer user"}

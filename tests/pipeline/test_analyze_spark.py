@@ -9,13 +9,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from app.cli import main
 from app.clock import FakeClock
 from app.engine import Engine
 from pipeline.analyze import analyze
 from pipeline.deliveries import write_deliveries
 from storage.protocol import NewTimer
 from storage.rocks import RocksSettings, RocksTimerStore
+from timerstore.cli import main
 
 pytestmark = pytest.mark.spark
 

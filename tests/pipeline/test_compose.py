@@ -18,8 +18,8 @@ import pyspark
 import pytest
 import yaml
 
-from app.cli import build_parser
 from app.config import load_settings
+from timerstore.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

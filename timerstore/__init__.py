@@ -1,0 +1,1 @@
+"""The composition root: the ``timerstore`` console script, above every other layer."""

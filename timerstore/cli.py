@@ -1,0 +1,36 @@
+"""The ``timerstore`` console script: the composition root, above every layer.
+
+Each subcommand lives with the package it drives (``api.server``, ``bench.cli``,
+``pipeline.cli``) and offers ``register(subparsers)``. They are imported here with plain
+imports: this module is the only one allowed to see every layer, and a subcommand whose
+import fails is an error, not a silently missing command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from api import server
+from bench import cli as bench_cli
+from pipeline import cli as pipeline_cli
+
+COMMANDS = (server, bench_cli, pipeline_cli)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="timerstore", description=__doc__)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.handler(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
