@@ -19,33 +19,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from pipeline import charts
+from pipeline.analysis import Analysis, LatenessRow
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 QUANTILES = (0.5, 0.9, 0.99)
-
-
-class LatenessRow(msgspec.Struct, frozen=True):
-    key: str  # topic, minute (ISO) or "all"
-    deliveries: int
-    early: int
-    p50_ms: float
-    p90_ms: float
-    p99_ms: float
-    max_ms: int
-
-
-class Analysis(msgspec.Struct, frozen=True):
-    overall: LatenessRow
-    by_topic: list[LatenessRow]
-    by_minute: list[LatenessRow]
-    first_delivered_ms: int
-    last_delivered_ms: int
-    mean_per_s: float
-    peak_per_s: int
-    seconds: float
-    files: list[str]
 
 
 def _aggregates() -> list[Column]:

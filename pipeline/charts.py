@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from pipeline.analyze import Analysis, LatenessRow
+from pipeline.analysis import Analysis, LatenessRow
 
 
 def _iso(ms: int) -> str:

@@ -11,7 +11,6 @@ from bench.systems.engine_system import (
     EngineSystem,
     StoreFactory,
     rocks_factory,
-    wheel_available,
     wheel_factory,
 )
 from bench.systems.heap import HeapSystem
@@ -132,7 +131,6 @@ def _aps_opener(name: str, sqlite: bool, grace_default: bool) -> Opener:
 
 
 def all_specs() -> list[SystemSpec]:
-    wheel_missing = wheel_available()
     specs = [
         SystemSpec(
             ROCKS,
@@ -153,7 +151,6 @@ def all_specs() -> list[SystemSpec]:
                 _engine_opener(name, _wheel(precision_ms)),
                 True,
                 True,
-                unavailable=wheel_missing,
                 precision_ms=precision_ms,
             )
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,6 +14,7 @@ from app.sink import TopicLogSink
 from bench.systems.base import TOPIC, BenchSystem, BenchTimer
 from storage.protocol import DueTimer, NewTimer, TimerStore
 from storage.rocks import RocksSettings, RocksTimerStore
+from storage.wheel import WheelSettings, WheelTimerStore
 
 StoreFactory = Callable[[str], TimerStore]
 ROCKS_TICKERS = (
@@ -55,34 +55,6 @@ def rocks_factory(
     return open_rocks
 
 
-def _wheel_classes() -> tuple[Any, Any]:
-    """The wheel store's class and its settings class, from the package's exports."""
-    module: Any = importlib.import_module("storage.wheel")
-    store_cls = next(
-        (
-            value
-            for value in vars(module).values()
-            if isinstance(value, type)
-            and getattr(value, "name", None) == "wheel"
-            and hasattr(value, "schedule")
-        ),
-        None,
-    )
-    settings_cls = getattr(module, "WheelSettings", None)
-    if store_cls is None or settings_cls is None:
-        raise ImportError("storage.wheel exports no wheel store class and WheelSettings yet")
-    return store_cls, settings_cls
-
-
-def wheel_available() -> str | None:
-    """None when the wheel store can be opened, else the reason it cannot."""
-    try:
-        _wheel_classes()
-    except ImportError as exc:
-        return f"not available: {exc}"
-    return None
-
-
 WHEEL_SLOTS = 7 * 24 * 3600  # RocketMQ's slot count; at 10 ms it spans 100 minutes
 
 
@@ -93,15 +65,13 @@ def wheel_roll_window_ms(precision_ms: int) -> int:
 
 def wheel_factory(precision_ms: int) -> StoreFactory:
     def open_wheel(path: str) -> TimerStore:
-        store_cls, settings_cls = _wheel_classes()
-        settings = settings_cls(
+        settings = WheelSettings(
             path=path,
             precision_ms=precision_ms,
             slots=WHEEL_SLOTS,
             roll_window_ms=wheel_roll_window_ms(precision_ms),
         )
-        store: TimerStore = store_cls(settings)
-        return store
+        return WheelTimerStore(settings)
 
     return open_wheel
 
