@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from app.clock import FakeClock, SystemClock
+from app.clock import SystemClock
 from app.dispatcher import backoff_ms
 from app.engine import Engine, EngineSettings
 from app.sink import CallbackSink
@@ -116,9 +116,3 @@ def test_threads_deliver_on_the_real_clock_and_stop_cleanly(rocks_store):
     assert len(log) == 100
     assert all(m.delivered_at_ms >= now + 50 for m in log)
     assert not engine.running
-
-
-def test_fake_clock_moves_only_when_told():
-    clock = FakeClock(5)
-    assert clock.now_ms() == 5
-    assert clock.advance(10) == 15

@@ -19,7 +19,9 @@ USER = {"Authorization": "Bearer user"}
 @pytest.fixture
 def server(tmp_path):
     data_dir = tmp_path / "live"
-    srv = ThreadServer(make_settings(data_dir, admin_keys=["adm"], api_keys=["user"], tick_ms=5))
+    srv = ThreadServer(
+        make_settings(data_dir, admin_keys=["adm"], api_keys=["user"], engine={"tick_ms": 5})
+    )
     client = httpx.Client(base_url=srv.start(), timeout=60)
     yield client, data_dir
     client.close()
