@@ -24,10 +24,14 @@ import uvicorn
 
 from app.config import Settings, load_settings
 from app.service import TimerService
-from storage.errors import ConfigError
+from app.stores import open_store
+from storage.errors import ConfigError, StoreOpenError
+from storage.protocol import TimerStore
 
 log = logging.getLogger("timerstore.server")
 FORCED_EXIT_CODE = 130
+EXIT_BAD_SETTINGS = 2
+EXIT_STORE_UNAVAILABLE = 3  # the data directory cannot be opened: the message says why
 
 
 def register(subparsers: Any) -> None:
@@ -62,10 +66,14 @@ class GracefulServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def build_server(settings: Settings) -> GracefulServer:
+def build_server(settings: Settings, store: TimerStore | None = None) -> GracefulServer:
+    """The server; ``store``, when given, is an already opened store the service takes over."""
     from api.app import create_app  # the app is only built when serving
 
-    service = TimerService(settings)
+    if store is None:
+        service = TimerService(settings)
+    else:
+        service = TimerService(settings, store_opener=lambda _settings: store)
     app = create_app(settings, service=service)
     config = uvicorn.Config(
         app,
@@ -90,11 +98,16 @@ def run(args: argparse.Namespace) -> int:
         settings = load_settings(overrides=overrides)
     except ConfigError as exc:
         print(f"timerstore serve: {exc.message}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_SETTINGS
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run
-    server = build_server(settings)
+    try:  # opened before uvicorn starts, so a bad data directory is one line, not a traceback
+        store = open_store(settings)
+    except StoreOpenError as exc:
+        print(f"timerstore serve: {exc.message}", file=sys.stderr)
+        return EXIT_STORE_UNAVAILABLE
+    server = build_server(settings, store)
     server.run()
     return 0 if server.started else 1

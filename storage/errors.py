@@ -45,6 +45,12 @@ class ConfigError(TimerStoreError):
     code = "config"
 
 
+class StoreOpenError(TimerStoreError):
+    """A data directory cannot be opened; the message names it, the cause and what to do."""
+
+    code = "store_open"
+
+
 class StoreClosedError(TimerStoreError):
     """The store is closed or shutting down; retry against a running service."""
 

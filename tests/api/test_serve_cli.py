@@ -1,10 +1,16 @@
-"""The ``timerstore serve`` subcommand: its flags and a bad setting."""
+"""The ``timerstore serve`` subcommand: its flags, a bad setting, a data directory it
+cannot open (one clear line and a non-zero exit, never a traceback)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+from api.server import EXIT_STORE_UNAVAILABLE
+from app.config import load_settings
+from storage.protocol import NewTimer
+from storage.rocks import RocksTimerStore
 from tests.api.helpers import ROOT
 
 
@@ -33,3 +39,62 @@ def test_bad_setting_exits_2_with_the_field(tmp_path) -> None:
     )
     assert done.returncode == 2, done.stderr
     assert "max_body_bytes" in done.stderr
+
+
+def _serve_once(data_dir: Path) -> subprocess.CompletedProcess[str]:
+    """``timerstore serve`` on ``data_dir`` with a free port; it must stop by itself."""
+    return subprocess.run(
+        [sys.executable, "-m", "timerstore", "serve", "--data-dir", str(data_dir), "--port", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+
+
+def _filled_store(data_dir: Path) -> Path:
+    """A rocks store with flushed SST files; returns its directory."""
+    store = RocksTimerStore(
+        load_settings(environ={}, overrides={"data_dir": str(data_dir)}).rocks_settings()
+    )
+    store.schedule([NewTimer("t", f"i{n}", 2_000_000_000_000) for n in range(100)], 1_000)
+    store.flush()
+    store.close()
+    return data_dir / "rocks"
+
+
+def _assert_one_clear_line(
+    done: subprocess.CompletedProcess[str], data_dir: Path, cause: str
+) -> None:
+    assert done.returncode == EXIT_STORE_UNAVAILABLE, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr  # one line, no traceback
+    assert str(data_dir) in lines[0] and cause in lines[0].lower(), lines[0]
+
+
+def test_a_data_directory_locked_by_another_process_is_one_clear_line(tmp_path: Path) -> None:
+    rocks_dir = _filled_store(tmp_path)
+    holder = RocksTimerStore(
+        load_settings(environ={}, overrides={"data_dir": str(tmp_path)}).rocks_settings()
+    )
+    try:
+        _assert_one_clear_line(_serve_once(tmp_path), rocks_dir, "lock")
+    finally:
+        holder.close()
+
+
+def test_a_missing_sst_file_is_one_clear_line(tmp_path: Path) -> None:
+    rocks_dir = _filled_store(tmp_path)
+    sorted(rocks_dir.glob("*.sst"))[0].unlink()
+    _assert_one_clear_line(_serve_once(tmp_path), rocks_dir, "corrupt")
+
+
+def test_a_corrupt_sst_file_is_one_clear_line(tmp_path: Path) -> None:
+    rocks_dir = _filled_store(tmp_path)
+    sst = sorted(rocks_dir.glob("*.sst"))[0]
+    with sst.open("r+b") as f:  # the footer holds the magic number RocksDB checks on open
+        f.seek(-48, 2)
+        f.write(b"\xff" * 48)
+    _assert_one_clear_line(_serve_once(tmp_path), rocks_dir, "corrupt")
