@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -19,6 +20,18 @@ DEFAULTS = {
 }
 
 LOCAL_DRIVER_MEMORY = "6g"  # local masters only; --conf spark.driver.memory=... overrides
+
+
+def run_workers_on_this_interpreter() -> None:
+    """Make a local master's Python workers run this interpreter (and its packages).
+
+    PySpark's driver takes the workers' interpreter from ``PYSPARK_PYTHON`` alone
+    (``pyspark/core/context.py``: ``os.environ.get("PYSPARK_PYTHON", "python3")``); the
+    ``spark.pyspark.python`` setting is read only by ``spark-submit``. Without this a
+    local job's workers start the system ``python3``, which lacks msgspec. A value the
+    user set is kept.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 @contextmanager
@@ -41,7 +54,7 @@ def spark_session(
         builder = builder.master(master)
     if master and master.startswith("local"):
         # executors are this machine: run them on this interpreter, few shuffle partitions
-        builder = builder.config("spark.pyspark.python", sys.executable)
+        run_workers_on_this_interpreter()
         builder = builder.config("spark.sql.shuffle.partitions", "8")
         # the driver is the executor: room to cache the encoded rows of millions of timers
         builder = builder.config("spark.driver.memory", LOCAL_DRIVER_MEMORY)

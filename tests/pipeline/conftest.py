@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from pipeline.spark import run_workers_on_this_interpreter
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
+    run_workers_on_this_interpreter()  # `pytest` alone must work, not only `make test`
     session = (
         SparkSession.builder.master("local[2]")
         .appName("timerstore-tests")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.pyspark.driver.python", sys.executable)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
