@@ -74,9 +74,7 @@ class Dispatcher(StageThread):
             return
         delivered_ms = self._now(now_ms)
         try:
-            self.store.commit_delivered(
-                batch, delivered_ms, to_topic_log=self.sink.writes_topic_log
-            )
+            self.store.commit_delivered(batch, delivered_ms, sink=self.sink.name)
         except Exception:
             self.store.release(batch)  # never strand timers in flight
             raise

@@ -1,7 +1,7 @@
 """Where due timers go. The embedded topic log is the default sink.
 
 A sink's ``deliver`` raises on failure; the dispatcher then retries the batch with
-back-off and finally dead-letters it. A sink whose ``writes_topic_log`` is True does
+back-off and finally dead-letters it. The sink named ``LOG_SINK`` ("log") does
 its delivery inside the store's commit (one WriteBatch deletes the timer and appends
 it to the topic log), which makes embedded delivery exactly-once across crashes.
 External sinks are at-least-once: what was in flight at a crash is delivered again,
@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from storage.protocol import DueTimer
+from storage.protocol import LOG_SINK, DueTimer
 
 
 class Sink(Protocol):
-    name: str
-    writes_topic_log: bool
+    name: str  # recorded with each delivery; LOG_SINK makes the store append to the topic log
 
     def deliver(self, batch: Sequence[DueTimer]) -> None: ...
 
@@ -26,8 +25,7 @@ class Sink(Protocol):
 class TopicLogSink:
     """The embedded per-topic log: delivery happens atomically in the store's commit."""
 
-    name = "topiclog"
-    writes_topic_log = True
+    name = LOG_SINK
 
     def deliver(self, batch: Sequence[DueTimer]) -> None:
         return None
@@ -37,7 +35,6 @@ class CallbackSink:
     """Hands each batch to a function (an external broker client, a webhook, a test)."""
 
     name = "callback"
-    writes_topic_log = False
 
     def __init__(self, callback: Callable[[Sequence[DueTimer]], None]) -> None:
         self._callback = callback

@@ -6,12 +6,14 @@ Column families and their keys (``|`` is concatenation, not a byte)::
                | u64be deliver  | topic  | 0x00 |  id   |  -> TimerRecord (msgpack array)
                | ms (8 bytes)   | 1..128 |      | 1..128|
                +----------------+--------+------+-------+
-    ids:       | topic | 0x00 | id |                      -> u64be key time (deliver ms)
-    done:      | topic | 0x00 | id |                      -> DoneRecord (msgpack array)
+    ids:       | topic | 0x00 | id |                      -> u64be key time (pending, 8 bytes)
+                                                            or b"D" + DeliveredRecord
     topiclog:  | topic | 0x00 | u64be offset |            -> LogMessage (msgpack array)
     deadletter:| topic | 0x00 | id |                      -> DeadLetter (msgpack array)
     journal:   | u64be delivered ms | u64be sequence |     -> list[JournalEntry]
-    meta:      | ascii name |                             -> small values (see rocks.meta)
+    meta:      | ascii name |                             -> small values (counters,
+                                                            format_version = 2)
+    control:   owned by storage.rocks.control (routes, consumer groups)
 
 Big-endian time first makes byte order equal (deliver_ms, topic, id) order, so "every
 timer due by now" is one forward scan bounded above by ``u64be(now + 1)``. Topic and id
@@ -47,14 +49,23 @@ class TimerRecord(msgspec.Struct, array_like=True, frozen=True):
     binary: bool = False  # the payload came as payload_b64 and is returned that way
 
 
-class DoneRecord(msgspec.Struct, array_like=True, frozen=True):
-    """The value of ``done[topic,id]``: proof of delivery, kept for the retention window."""
+class DeliveredRecord(msgspec.Struct, array_like=True, frozen=True):
+    """``ids[topic,id]`` after delivery (behind DELIVERED_TAG), kept for the retention window.
 
-    delivered_ms: int
-    offset: int  # topic-log offset, -1 when an external sink took it
+    It overwrites the pending value (the u64 key time) in the same WriteBatch that deletes
+    the timer, so one family and one multi-get answer pending, delivered or unknown.
+    """
+
+    delivered_at_ms: int
+    offset: int  # topic-log offset, -1 when another sink took it
     key_ms: int
-    requested_deliver_ms: int
-    created_ms: int
+    requested_deliver_at_ms: int
+    created_at_ms: int
+    attempts: int
+    sink: str
+
+
+DELIVERED_TAG = b"D"  # ids values: 8 bytes = pending key time; DELIVERED_TAG + record
 
 
 class LogMessage(msgspec.Struct, array_like=True, frozen=True):
@@ -167,13 +178,13 @@ def journal_key(delivered_ms: int, sequence: int) -> bytes:
 
 encode = msgspec.msgpack.Encoder().encode
 _record_decoder = msgspec.msgpack.Decoder(TimerRecord)
-_done_decoder = msgspec.msgpack.Decoder(DoneRecord)
+_delivered_decoder = msgspec.msgpack.Decoder(DeliveredRecord)
 _log_decoder = msgspec.msgpack.Decoder(LogMessage)
 _dead_decoder = msgspec.msgpack.Decoder(DeadLetter)
 _journal_decoder = msgspec.msgpack.Decoder(list[JournalEntry])
 
 decode_record = _record_decoder.decode
-decode_done = _done_decoder.decode
+decode_delivered = _delivered_decoder.decode
 decode_log_message = _log_decoder.decode
 decode_dead_letter = _dead_decoder.decode
 decode_journal = _journal_decoder.decode

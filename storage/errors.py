@@ -51,6 +51,17 @@ class StoreOpenError(TimerStoreError):
     code = "store_open"
 
 
+class StoreFormatError(StoreOpenError):
+    """The data directory holds another format version than this build reads."""
+
+    code = "store_format"
+
+    def __init__(self, message: str, *, found: int, expected: int) -> None:
+        super().__init__(message)
+        self.found = found
+        self.expected = expected
+
+
 class StoreClosedError(TimerStoreError):
     """The store is closed or shutting down; retry against a running service."""
 

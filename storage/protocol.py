@@ -15,6 +15,9 @@ import msgspec
 
 from storage.codec import TimerRecord
 
+LOG_SINK = "log"
+"""The embedded topic log's sink name: ``commit_delivered(..., sink=LOG_SINK)`` appends."""
+
 
 class TimerState(enum.StrEnum):
     PENDING = "pending"
@@ -77,6 +80,7 @@ class TimerView(msgspec.Struct, frozen=True):
     delivered_at_ms: int | None = None
     offset: int | None = None
     last_error: str | None = None
+    sink: str | None = None  # the sink that took it (set when delivered)
 
 
 class TimerPage(msgspec.Struct, frozen=True):
@@ -108,6 +112,27 @@ class StoreStats(msgspec.Struct, frozen=True):
     dead_lettered: int  # timers in the dead-letter family now
     pending_by_topic: dict[str, int]
     watermark_ms: int
+    delivered_by_sink: dict[str, int] = {}  # exact counts per sink name
+
+
+class Skipped(msgspec.Struct, frozen=True):
+    topic: str
+    id: str
+    reason: str  # "pending", "in_flight" or "delivered"
+
+
+class IngestReport(msgspec.Struct, frozen=True):
+    files: int
+    bytes: int
+    staged: int  # distinct timers in the staged files
+    added: int  # new to the store
+    replaced: int
+    skipped: int
+    skipped_by_reason: dict[str, int]
+    skipped_sample: list[Skipped]
+    moved_past_due: int  # keys below the watermark moved to the clamp floor
+    cursor_rewound: bool
+    seconds: float
 
 
 class HousekeepingReport(msgspec.Struct, frozen=True):
@@ -115,6 +140,13 @@ class HousekeepingReport(msgspec.Struct, frozen=True):
     watermark_advanced: bool
     done_expired: int
     log_messages_expired: int
+
+
+@runtime_checkable
+class SupportsIngest(Protocol):
+    """A store that can take a bulk import's staged, sorted files (the RocksDB store)."""
+
+    def ingest_staged(self, stage_dir: str, *, replace: bool = False) -> IngestReport: ...
 
 
 @runtime_checkable
@@ -149,11 +181,12 @@ class TimerStore(Protocol):
         ...
 
     def commit_delivered(
-        self, timers: Sequence[DueTimer], delivered_ms: int, *, to_topic_log: bool
+        self, timers: Sequence[DueTimer], delivered_ms: int, *, sink: str
     ) -> list[int]:
-        """Remove delivered timers atomically; append them to the topic log when asked.
+        """Mark timers delivered by ``sink`` atomically; append to the topic log iff LOG_SINK.
 
-        Returns the topic-log offsets (-1 each when ``to_topic_log`` is false).
+        The delivered state records the sink name and the attempt count (attempts + 1).
+        Returns the topic-log offsets (-1 each when ``sink`` is not LOG_SINK).
         """
         ...
 

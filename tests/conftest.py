@@ -7,14 +7,14 @@ from collections.abc import Iterator
 import pytest
 
 from app.clock import FakeClock
+from storage.protocol import LOG_SINK
 from storage.rocks import RocksSettings, RocksTimerStore
 
 
 class FlakySink:
     """A topic-log sink whose first ``failures`` deliveries raise, like a broker that is down."""
 
-    name = "flaky"
-    writes_topic_log = True
+    name = LOG_SINK  # delivers into the embedded topic log once it stops failing
 
     def __init__(self, failures: int) -> None:
         self.failures = failures

@@ -22,9 +22,7 @@ def settings(tmp_path) -> WheelSettings:
 
 def crash(store: WheelTimerStore) -> None:
     """Drop the store as a killed process would: no final checkpoint."""
-    assert store._core is not None
-    store._core.close()
-    store._core = None
+    store.simulate_crash()
 
 
 def deliver_all(store: WheelTimerStore, until_ms: int) -> list[str]:

@@ -17,6 +17,7 @@ from storage.codec import read_u64, u64
 from storage.rocks.db import iter_items
 
 TOTALS = ("delivered", "cancelled", "dead_lettered", "journal_seq")
+SINK_TOTAL_PREFIX = "sink:"  # totals["sink:<name>"]: deliveries taken by that sink
 _TOTAL_PREFIX = b"total:"
 _PENDING_PREFIX = b"pending:"
 _OFFSET_PREFIX = b"next_offset:"
@@ -75,7 +76,7 @@ class CounterDelta:
         c = self._counters
         for name, delta in self.totals.items():
             if delta:
-                batch.put(_TOTAL_PREFIX + name.encode(), u64(c.totals[name] + delta), meta)
+                batch.put(_TOTAL_PREFIX + name.encode(), u64(c.totals.get(name, 0) + delta), meta)
         for topic, delta in self.pending.items():
             if delta:
                 value = c.pending_by_topic.get(topic, 0) + delta
@@ -90,7 +91,7 @@ class CounterDelta:
     def apply(self) -> None:
         c = self._counters
         for name, delta in self.totals.items():
-            c.totals[name] += delta
+            c.totals[name] = c.totals.get(name, 0) + delta
         for topic, delta in self.pending.items():
             value = c.pending_by_topic.get(topic, 0) + delta
             if value:

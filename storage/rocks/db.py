@@ -9,9 +9,17 @@ from typing import Any, cast
 
 import rocksdict as rd
 
+from storage.errors import StoreFormatError, StoreOpenError
+
 rd_key = Any  # the binding's key union; raw mode only ever sees bytes
 
-FAMILIES = ("timers", "ids", "done", "topiclog", "deadletter", "journal", "meta")
+# "control" belongs to storage.rocks.control (routes, consumer groups): the timer layout
+# never reads or writes it.
+FAMILIES = ("timers", "ids", "topiclog", "deadletter", "journal", "meta", "control")
+FORMAT_VERSION = 2
+FORMAT_KEY = b"format_version"
+# Format 1 (the first layout) kept deliveries in a family of its own named "done".
+_FORMAT_1_FAMILY = "done"
 
 
 @dataclass(frozen=True)
@@ -67,8 +75,42 @@ def _family_options(settings: RocksSettings, cache: rd.Cache, name: str) -> rd.O
     return opts
 
 
+def _refuse_format_1(path: str) -> None:
+    if not os.path.exists(os.path.join(path, "CURRENT")):
+        return
+    try:
+        families = rd.Rdict.list_cf(path)
+    except Exception as exc:  # the binding raises a bare Exception for every RocksDB error
+        raise StoreOpenError(f"cannot open the RocksDB store in {path}: {exc}") from exc
+    if _FORMAT_1_FAMILY in families:
+        raise _format_error(path, 1)
+
+
+def _format_error(path: str, found: int) -> StoreFormatError:
+    return StoreFormatError(
+        f"{path} holds timerstore RocksDB data format {found}; this version reads format "
+        f"{FORMAT_VERSION}. Export the timers with the version that wrote it (or let it "
+        f"deliver them), then start this version on an empty data directory.",
+        found=found,
+        expected=FORMAT_VERSION,
+    )
+
+
+def _check_format(path: str, meta: rd.Rdict) -> None:
+    """Record the format version in a new directory; refuse any other version."""
+    raw = meta.get(FORMAT_KEY)
+    if raw is None:
+        meta.put(FORMAT_KEY, FORMAT_VERSION.to_bytes(8, "big"))
+        return
+    found = int.from_bytes(raw, "big")
+    if found != FORMAT_VERSION:
+        raise _format_error(path, found)
+
+
 def open_db(settings: RocksSettings) -> RocksHandles:
+    """Open (or create) the store's database; StoreOpenError names the directory and cause."""
     os.makedirs(settings.path, exist_ok=True)
+    _refuse_format_1(settings.path)
     cache = rd.Cache(settings.block_cache_bytes)
     options = rd.Options(raw_mode=True)
     options.create_if_missing(True)
@@ -78,13 +120,22 @@ def open_db(settings: RocksSettings) -> RocksHandles:
     if settings.statistics:
         options.enable_statistics()
     families = {name: _family_options(settings, cache, name) for name in FAMILIES}
-    db = rd.Rdict(settings.path, options, column_families=families)
+    try:
+        db = rd.Rdict(settings.path, options, column_families=families)
+    except Exception as exc:  # LOCK held, corrupt or missing files: all a bare Exception
+        raise StoreOpenError(f"cannot open the RocksDB store in {settings.path}: {exc}") from exc
     write_options = rd.WriteOptions()
     write_options.sync = settings.sync_writes
     write_options.disable_wal = settings.disable_wal  # type: ignore[method-assign,assignment]
     cfs = {name: db.get_column_family(name) for name in FAMILIES}
     handles = {name: db.get_column_family_handle(name) for name in FAMILIES}
-    return RocksHandles(db, options, write_options, cfs, handles)
+    h = RocksHandles(db, options, write_options, cfs, handles)
+    try:
+        _check_format(settings.path, cfs["meta"])
+    except StoreFormatError:
+        h.close()
+        raise
+    return h
 
 
 def read_ticker(options: rd.Options, name: str) -> int:

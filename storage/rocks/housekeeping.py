@@ -11,8 +11,10 @@ from __future__ import annotations
 import rocksdict as rd
 
 from storage import codec
+from storage.protocol import HousekeepingReport
+from storage.rocks.core import RocksCore
 from storage.rocks.counters import CounterDelta
-from storage.rocks.db import RocksHandles
+from storage.rocks.db import RocksHandles, multi_get
 from storage.rocks.reads import bounded_iter
 
 CHUNK = 4096
@@ -43,7 +45,12 @@ def drop_below(h: RocksHandles, watermark_ms: int) -> None:
 
 
 def expire_done(h: RocksHandles, older_than_ms: int) -> int:
-    """Forget deliveries older than the retention: their done records and journal pages."""
+    """Forget deliveries older than the retention: their delivered records and journal pages.
+
+    Bounded work: it walks only the time-ordered journal pages older than the cutoff. An
+    ``ids`` entry is dropped only while it still holds a delivered record (a delivered
+    identity cannot be rescheduled before it expires, so nothing newer can be there).
+    """
     if older_than_ms <= 0:
         return 0
     expired = 0
@@ -51,10 +58,10 @@ def expire_done(h: RocksHandles, older_than_ms: int) -> int:
     batch = rd.WriteBatch(raw_mode=True)
     while it.valid():
         entries = codec.decode_journal(it.value())
-        for entry in entries:
-            batch.delete(
-                codec.ident_key(entry.topic.encode(), entry.id.encode()), h.handles["done"]
-            )
+        idents = [codec.ident_key(e.topic.encode(), e.id.encode()) for e in entries]
+        for ident, value in zip(idents, multi_get(h.cfs["ids"], idents), strict=True):
+            if value is not None and len(value) != 8:  # delivered, not pending
+                batch.delete(ident, h.handles["ids"])
         batch.delete(it.key(), h.handles["journal"])
         expired += len(entries)
         if len(batch) >= CHUNK:
@@ -81,3 +88,41 @@ def first_log_offset_after(
         it.next()
     del it
     return offset
+
+
+def housekeep(core: RocksCore, now_ms: int) -> HousekeepingReport:
+    """Advance the watermark (range delete + compact below it), expire done and the log."""
+    h = core.handles
+    with core.lock:
+        before = core.counters.watermark_ms
+        delta = core.delta()
+        watermark_ms = advance_watermark(h, before, core.clamp_floor_ms(), delta)
+        core.write(rd.WriteBatch(raw_mode=True), delta)
+    if watermark_ms > before:
+        drop_below(h, watermark_ms)
+    with core.lock:  # a delivered record must not be dropped under a concurrent reader-writer
+        done_expired = expire_done(h, now_ms - core.settings.done_retention_ms)
+    log_expired = _expire_log(core, now_ms - core.settings.log_retention_ms)
+    return HousekeepingReport(watermark_ms, watermark_ms > before, done_expired, log_expired)
+
+
+def _expire_log(core: RocksCore, older_than_ms: int) -> int:
+    h = core.handles
+    expired = 0
+    for topic, end in list(core.counters.next_offset.items()):
+        start = core.counters.log_start.get(topic, 0)
+        new_start = first_log_offset_after(h, topic, start, end, older_than_ms)
+        if new_start > start:
+            with core.lock:
+                delta = core.delta()
+                delta.log_start[topic] = new_start
+                batch = rd.WriteBatch(raw_mode=True)
+                topic_b = topic.encode()
+                batch.delete_range(
+                    codec.log_key(topic_b, start),
+                    codec.log_key(topic_b, new_start),
+                    h.handles["topiclog"],
+                )
+                core.write(batch, delta)
+            expired += new_start - start
+    return expired

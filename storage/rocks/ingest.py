@@ -32,19 +32,17 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import msgspec
 import rocksdict as rd
 
 from storage import codec
 from storage.errors import InvalidInputError
+from storage.protocol import IngestReport, Skipped
+from storage.rocks.core import RocksCore
 from storage.rocks.counters import CounterDelta
 from storage.rocks.db import RocksHandles, iter_items, multi_get
 from storage.rocks.reads import BoundedIter
-
-if TYPE_CHECKING:
-    from storage.rocks.store import RocksTimerStore
 
 MANIFEST = "manifest.json"
 FAMILIES = ("timers", "ids")
@@ -73,26 +71,6 @@ class Manifest(msgspec.Struct, frozen=True):
     rejected: int = 0
     duplicates: int = 0
     version: int = 1
-
-
-class Skipped(msgspec.Struct, frozen=True):
-    topic: str
-    id: str
-    reason: str  # "pending", "in_flight" or "delivered"
-
-
-class IngestReport(msgspec.Struct, frozen=True):
-    files: int
-    bytes: int
-    staged: int  # distinct timers in the staged files
-    added: int  # new to the store
-    replaced: int
-    skipped: int
-    skipped_by_reason: dict[str, int]
-    skipped_sample: list[Skipped]
-    moved_past_due: int  # keys below the watermark moved to the clamp floor
-    cursor_rewound: bool
-    seconds: float
 
 
 def sst_options() -> rd.Options:
@@ -143,13 +121,13 @@ class _Conflicts:
     def __init__(self) -> None:
         self.pending: list[tuple[bytes, int, int]] = []  # ident, imported ms, old ms
         self.in_flight: list[tuple[bytes, int, int]] = []
-        self.delivered: list[tuple[bytes, int]] = []  # ident, imported ms
+        self.delivered: list[tuple[bytes, int, bytes]] = []  # ident, imported ms, record
 
     def __len__(self) -> int:
         return len(self.pending) + len(self.in_flight) + len(self.delivered)
 
 
-def ingest_staged(store: RocksTimerStore, stage_dir: str, *, replace: bool = False) -> IngestReport:
+def ingest_staged(core: RocksCore, stage_dir: str, *, replace: bool = False) -> IngestReport:
     """Ingest a staged import into ``store``; see the module docstring for the rules."""
     started = time.perf_counter()
     manifest = read_manifest(stage_dir)
@@ -162,21 +140,21 @@ def ingest_staged(store: RocksTimerStore, stage_dir: str, *, replace: bool = Fal
         for family in FAMILIES
     }
     first_keys = [bytes.fromhex(f.first_key) for f in manifest.files if f.family == "timers"]
-    h = store.handles
-    with store._lock:
-        conflicts = _find_conflicts(store, stage_dir, files["ids"])
+    h = core.handles
+    with core.lock:
+        conflicts = _find_conflicts(core, stage_dir, files["ids"])
         restore = _old_values(h, conflicts, replace)
         options = rd.IngestExternalFileOptions()
         options.set_move_files(True)  # a hard link; RocksDB copies across filesystems
         for family in FAMILIES:
             if files[family]:
                 h.cfs[family].ingest_external_file(files[family], options)
-        replaced = _repair_conflicts(store, manifest, conflicts, restore, replace)
-        moved, rewound = _respect_cursor(store, min(first_keys)) if first_keys else (0, False)
+        replaced = _repair_conflicts(core, manifest, conflicts, restore, replace)
+        moved, rewound = _respect_cursor(core, min(first_keys)) if first_keys else (0, False)
     skipped = [
         *((i, "pending") for i, _, _ in ([] if replace else conflicts.pending)),
         *((i, "in_flight") for i, _, _ in conflicts.in_flight),
-        *((i, "delivered") for i, _ in conflicts.delivered),
+        *((i, "delivered") for i, _, _ in conflicts.delivered),
     ]
     staged = sum(manifest.pending_by_topic.values())
     return IngestReport(
@@ -197,7 +175,7 @@ def ingest_staged(store: RocksTimerStore, stage_dir: str, *, replace: bool = Fal
 def _store_is_empty(h: RocksHandles, pending: int) -> bool:
     if pending:
         return False
-    it = h.cfs["done"].iter()
+    it = h.cfs["ids"].iter()  # no pending timer: any ids entry is a delivery record
     it.seek_to_first()
     empty = not it.valid()
     del it
@@ -232,25 +210,22 @@ def _staged_ids(stage_dir: str, paths: list[str]) -> Iterator[list[tuple[bytes, 
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _find_conflicts(store: RocksTimerStore, stage_dir: str, id_paths: list[str]) -> _Conflicts:
-    h = store.handles
+def _find_conflicts(core: RocksCore, stage_dir: str, id_paths: list[str]) -> _Conflicts:
+    h = core.handles
     conflicts = _Conflicts()
-    if not id_paths or _store_is_empty(h, sum(store._counters.pending_by_topic.values())):
+    if not id_paths or _store_is_empty(h, sum(core.counters.pending_by_topic.values())):
         return conflicts
     for chunk in _staged_ids(stage_dir, id_paths):
         idents = [ident for ident, _ in chunk]
-        old_times = multi_get(h.cfs["ids"], idents)
-        unseen = [i for i, old in enumerate(old_times) if old is None]
-        for i, old in enumerate(old_times):
-            if old is not None:
+        old_values = multi_get(h.cfs["ids"], idents)
+        for i, old in enumerate(old_values):
+            if old is not None and len(old) != 8:  # delivered: its record must survive
+                conflicts.delivered.append((idents[i], codec.read_u64(chunk[i][1]), old))
+            elif old is not None:
                 ident, new_ms, old_ms = idents[i], codec.read_u64(chunk[i][1]), codec.read_u64(old)
                 key = codec.timer_key(old_ms, *_names(ident))
-                target = conflicts.in_flight if key in store._in_flight else conflicts.pending
+                target = conflicts.in_flight if key in core.in_flight else conflicts.pending
                 target.append((ident, new_ms, old_ms))
-        done = multi_get(h.cfs["done"], [idents[i] for i in unseen])
-        for i, record in zip(unseen, done, strict=True):
-            if record is not None:
-                conflicts.delivered.append((idents[i], codec.read_u64(chunk[i][1])))
     return conflicts
 
 
@@ -268,15 +243,15 @@ def _old_values(h: RocksHandles, conflicts: _Conflicts, replace: bool) -> dict[b
 
 
 def _repair_conflicts(
-    store: RocksTimerStore,
+    core: RocksCore,
     manifest: Manifest,
     conflicts: _Conflicts,
     restore: dict[bytes, bytes],
     replace: bool,
 ) -> int:
     """Undo the import for skipped identities, drop replaced keys, fix the counters."""
-    hd = store.handles.handles
-    delta = CounterDelta(store._counters)
+    hd = core.handles.handles
+    delta = CounterDelta(core.counters)
     for topic, count in manifest.pending_by_topic.items():
         delta.pending[topic] += count
     batch = rd.WriteBatch(raw_mode=True)
@@ -284,8 +259,8 @@ def _repair_conflicts(
 
     def flush() -> None:
         nonlocal batch, delta
-        store._write(batch, delta)
-        batch, delta = rd.WriteBatch(raw_mode=True), CounterDelta(store._counters)
+        core.write(batch, delta)
+        batch, delta = rd.WriteBatch(raw_mode=True), CounterDelta(core.counters)
 
     kept = conflicts.in_flight if replace else conflicts.pending + conflicts.in_flight
     for ident, new_ms, old_ms in kept:
@@ -299,10 +274,10 @@ def _repair_conflicts(
         delta.pending[names[0].decode()] -= 1
         if len(batch) >= CHUNK:
             flush()
-    for ident, new_ms in conflicts.delivered:
+    for ident, new_ms, record in conflicts.delivered:
         names = _names(ident)
         batch.delete(codec.timer_key(new_ms, *names), hd["timers"])
-        batch.delete(ident, hd["ids"])
+        batch.put(ident, record, hd["ids"])  # the import overwrote the delivery record
         delta.pending[names[0].decode()] -= 1
         if len(batch) >= CHUNK:
             flush()
@@ -319,16 +294,16 @@ def _repair_conflicts(
     return replaced
 
 
-def _respect_cursor(store: RocksTimerStore, first_key: bytes) -> tuple[int, bool]:
+def _respect_cursor(core: RocksCore, first_key: bytes) -> tuple[int, bool]:
     """Make past-due imported keys visible to the scanner; see the module docstring.
 
     Every live key below the scan cursor is in flight, except the ones just ingested;
     every live key below the watermark was ingested just now.
     """
-    h = store.handles
+    h = core.handles
     hd = h.handles
-    watermark = codec.u64(store._counters.watermark_ms)
-    floor_ms = store._clamp_floor_ms()
+    watermark = codec.u64(core.counters.watermark_ms)
+    floor_ms = core.clamp_floor_ms()
     moved = 0
     if first_key < watermark:
         it = BoundedIter(h.cfs["timers"], first_key, watermark)
@@ -342,20 +317,20 @@ def _respect_cursor(store: RocksTimerStore, first_key: bytes) -> tuple[int, bool
             batch.put(codec.ident_key(*names), codec.u64(floor_ms), hd["ids"])
             moved += 1
             if len(batch) >= 3 * CHUNK:
-                store._write(batch)
+                core.write(batch)
                 batch = rd.WriteBatch(raw_mode=True)
             it.next()
         del it
         if len(batch):
-            store._write(batch)
+            core.write(batch)
     rewound = False
     start = max(first_key, watermark)
-    if start < store._scan_from:
-        it = BoundedIter(h.cfs["timers"], start, store._scan_from)
-        while it.valid() and it.key() in store._in_flight:
+    if start < core.scan_from:
+        it = BoundedIter(h.cfs["timers"], start, core.scan_from)
+        while it.valid() and it.key() in core.in_flight:
             it.next()
         if it.valid():
-            store._scan_from = it.key()
+            core.rewind_cursor(it.key())
             rewound = True
         del it
     return moved, rewound

@@ -90,24 +90,26 @@ def get_timer(
 ) -> TimerView | None:
     ident = codec.ident_key(*names)
     topic, timer_id = names[0].decode(), names[1].decode()
-    key_time = h.cfs["ids"].get(ident)
-    if key_time is not None:
-        key = codec.timer_key(codec.read_u64(key_time), *names)
+    state = h.cfs["ids"].get(ident)
+    if state is not None and len(state) == 8:  # pending: the key time
+        key = codec.timer_key(codec.read_u64(state), *names)
         value = h.cfs["timers"].get(key)
         if value is not None:
             return pending_view(key, value, in_flight)
-    done = h.cfs["done"].get(ident)
-    if done is not None:
-        d = codec.decode_done(done)
+        state = h.cfs["ids"].get(ident)  # delivered (or gone) between the two lookups
+    if state is not None and len(state) != 8:
+        d = codec.decode_delivered(state[len(codec.DELIVERED_TAG) :])
         return TimerView(
             topic,
             timer_id,
             TimerState.DELIVERED,
             d.key_ms,
-            d.requested_deliver_ms,
-            d.created_ms,
-            delivered_at_ms=d.delivered_ms,
+            d.requested_deliver_at_ms,
+            d.created_at_ms,
+            attempts=d.attempts,
+            delivered_at_ms=d.delivered_at_ms,
             offset=None if d.offset < 0 else d.offset,
+            sink=d.sink,
         )
     dead = h.cfs["deadletter"].get(ident)
     if dead is not None:

@@ -21,10 +21,18 @@ import msgspec
 
 from storage import codec
 from storage.codec import DeadLetter, LogMessage
-from storage.protocol import DueTimer
+from storage.protocol import LOG_SINK, DueTimer
 from storage.wheel.core import Entry, WheelCore
 from storage.wheel.dequeue import SlotWalk
-from storage.wheel.layout import CancelRec, DeadRec, DeliveredRec, Record, SchedRec, Unit
+from storage.wheel.layout import (
+    SINK_TOTAL_PREFIX,
+    CancelRec,
+    DeadRec,
+    DeliveredRec,
+    Record,
+    SchedRec,
+    Unit,
+)
 
 Rolls = list[tuple[SchedRec | CancelRec, Entry | None]]
 
@@ -154,8 +162,9 @@ def _finish(c: WheelCore, timers: Sequence[DueTimer], drop_from_index: bool) -> 
 
 
 def commit_delivered(
-    c: WheelCore, timers: Sequence[DueTimer], delivered_ms: int, to_topic_log: bool
+    c: WheelCore, timers: Sequence[DueTimer], delivered_ms: int, sink: str
 ) -> list[int]:
+    to_topic_log = sink == LOG_SINK
     c.note_now(delivered_ms)
     next_offset: dict[str, int] = {}
     records: list[Record] = []
@@ -168,7 +177,7 @@ def commit_delivered(
             r = t.record
             message = LogMessage(t.id, r.payload, r.headers, r.binary, r.requested_deliver_ms,
                                  t.key_ms, delivered_ms, r.attempts + 1)  # fmt: skip
-        records.append(DeliveredRec(handle(t)[0], t.topic, t.id, offset, message))
+        records.append(DeliveredRec(handle(t)[0], t.topic, t.id, offset, message, sink))
         offsets.append(offset)
     for rec, (pos, size) in zip(records, c.append(records), strict=True):
         assert isinstance(rec, DeliveredRec)
@@ -177,6 +186,7 @@ def commit_delivered(
             c.note_delivered(pos, delivered_ms)
     _finish(c, timers, drop_from_index=True)
     c.totals["delivered"] += len(timers)
+    c.totals[SINK_TOTAL_PREFIX + sink] += len(timers)
     return offsets
 
 

@@ -111,6 +111,9 @@ class CancelRec(msgspec.Struct, array_like=True, frozen=True, tag=2):
     cancel: bool = False  # True for a client's cancel, False for the old half of a reschedule
 
 
+SINK_TOTAL_PREFIX = "sink:"  # core.totals["sink:<name>"] counts deliveries per sink
+
+
 class DeliveredRec(msgspec.Struct, array_like=True, frozen=True, tag=3):
     """A delivery: finishes ``seq``; with a message it is the topic-log entry ``offset``."""
 
@@ -119,6 +122,7 @@ class DeliveredRec(msgspec.Struct, array_like=True, frozen=True, tag=3):
     id: str
     offset: int
     message: LogMessage | None
+    sink: str = "log"  # the sink that took it (records before sinks had names: the log)
 
 
 class DeadRec(msgspec.Struct, array_like=True, frozen=True, tag=4):

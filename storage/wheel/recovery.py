@@ -21,6 +21,7 @@ from collections import Counter
 from storage.wheel import checkpoint as ckpt
 from storage.wheel.core import Entry, WheelCore
 from storage.wheel.layout import (
+    SINK_TOTAL_PREFIX,
     CancelRec,
     DeadRec,
     DeadRemovedRec,
@@ -113,6 +114,7 @@ def _apply_msglog(
                 core.enqueue(pos, size, seq, rec.topic, rec.key_ms, isinstance(rec, CancelRec))
         elif isinstance(rec, DeliveredRec):
             core.totals["delivered"] += 1
+            core.totals[SINK_TOTAL_PREFIX + rec.sink] += 1
             if rec.message is not None:
                 core.cq.put(rec.topic, rec.offset, pos, size)
                 core.note_delivered(pos, rec.message.delivered_ms)

@@ -48,6 +48,7 @@ from storage.protocol import (
 from storage.wheel import delivery, inspect
 from storage.wheel.core import WheelCore
 from storage.wheel.layout import (
+    SINK_TOTAL_PREFIX,
     CancelRec,
     DeadRemovedRec,
     Record,
@@ -148,10 +149,10 @@ class WheelTimerStore:
             return delivery.due(self.core, now_ms, limit)
 
     def commit_delivered(
-        self, timers: Sequence[DueTimer], delivered_ms: int, *, to_topic_log: bool
+        self, timers: Sequence[DueTimer], delivered_ms: int, *, sink: str
     ) -> list[int]:
         with self._lock:
-            return delivery.commit_delivered(self.core, timers, delivered_ms, to_topic_log)
+            return delivery.commit_delivered(self.core, timers, delivered_ms, sink)
 
     def retry_later(self, timers: Sequence[DueTimer], retry_at_ms: int, error: str) -> None:
         """A new incarnation at ``retry_at_ms`` (attempts + 1) that finishes the old one."""
@@ -251,6 +252,11 @@ class WheelTimerStore:
                 dead_lettered=len(c.dead),
                 pending_by_topic=dict(c.pending_by_topic),
                 watermark_ms=max(0, c.read_ms),
+                delivered_by_sink={
+                    name.removeprefix(SINK_TOTAL_PREFIX): n
+                    for name, n in c.totals.items()
+                    if name.startswith(SINK_TOTAL_PREFIX) and n
+                },
             )
 
     # ----------------------------------------------------------------- housekeeping
@@ -266,6 +272,17 @@ class WheelTimerStore:
     def checkpoint(self, now_ms: int) -> None:
         with self._lock:
             self.core.checkpoint(now_ms)
+
+    def simulate_crash(self) -> None:
+        """For tests only: drop the store as a killed process would (no final checkpoint).
+
+        File descriptors are closed; nothing is flushed or checkpointed, so the next open
+        recovers by replaying the TimerLog exactly as after ``kill -9``.
+        """
+        with self._lock:
+            if self._core is not None:
+                self._core.close()
+                self._core = None
 
     def close(self) -> None:
         with self._lock:

@@ -6,7 +6,7 @@ import base64
 from collections.abc import Sequence
 
 from app.sink import CallbackSink
-from storage.protocol import DueTimer
+from storage.protocol import LOG_SINK, DueTimer
 from tests.api.helpers import T0_MS, FakeApi
 
 
@@ -188,7 +188,6 @@ def test_stats_counts_and_due_buckets(fake_api: FakeApi) -> None:
 
 class _FailingSink:
     name = "failing"
-    writes_topic_log = False
 
     def deliver(self, batch: Sequence[DueTimer]) -> None:
         raise ConnectionError("broker down")
@@ -221,5 +220,5 @@ def test_health_ready_and_503_while_shutting_down(fake_api: FakeApi) -> None:
     assert fake_api.client.get("/healthz").status_code == 200
 
 
-def test_callback_sink_type_is_accepted() -> None:
-    assert CallbackSink(lambda batch: None).writes_topic_log is False
+def test_callback_sink_is_not_the_topic_log() -> None:
+    assert CallbackSink(lambda batch: None).name == "callback" != LOG_SINK

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.engine import Engine
-from storage.protocol import CancelOutcome, NewTimer, TimerState
+from storage.protocol import LOG_SINK, CancelOutcome, NewTimer, TimerState
 from tests.conformance.conftest import NOW, ready_ms
 
 
@@ -36,7 +36,7 @@ def test_cancel_in_flight_is_too_late(store):
     [due] = store.due(ready_ms(store, NOW), 10)
     [result] = store.cancel([("orders", "a")])
     assert (result.outcome, result.state) == (CancelOutcome.TOO_LATE, TimerState.IN_FLIGHT)
-    store.commit_delivered([due], ready_ms(store, NOW), to_topic_log=True)
+    store.commit_delivered([due], ready_ms(store, NOW), sink=LOG_SINK)
     assert [m.id for m in store.read_log("orders", 0, 10)] == ["a"]
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from app.clock import FakeClock, SystemClock
 from app.engine import Engine
-from storage.protocol import NewTimer, TimerState
+from storage.protocol import LOG_SINK, NewTimer, TimerState
 from tests.conformance.conftest import NOW, open_store, ready_ms
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,7 +103,7 @@ def test_a_crash_with_timers_in_flight_redelivers_only_what_was_not_committed(op
     store = opener()
     store.schedule([NewTimer("orders", f"f{i}", NOW) for i in range(10)], NOW)
     due = store.due(ready_ms(store, NOW), 100)
-    store.commit_delivered(due[:4], ready_ms(store, NOW), to_topic_log=True)
+    store.commit_delivered(due[:4], ready_ms(store, NOW), sink=LOG_SINK)
     _crash(store)
     store = opener()
     Engine(store, clock).run_once(ready_ms(store, NOW) + 1000)
@@ -113,8 +113,4 @@ def test_a_crash_with_timers_in_flight_redelivers_only_what_was_not_committed(op
 
 def _crash(store) -> None:
     """Leave the store as a killed process would: no final checkpoint, no flush."""
-    if store.name == "wheel":
-        store._core.close()  # closes file descriptors only; the checkpoint is not written
-        store._core = None
-    else:
-        store.close()  # RocksDB's close only flushes what its WAL already holds
+    store.simulate_crash()

@@ -9,7 +9,7 @@ import pytest
 from app.clock import FakeClock
 from app.engine import Engine
 from storage.errors import InvalidInputError
-from storage.protocol import NewTimer, TimerState
+from storage.protocol import LOG_SINK, NewTimer, TimerState
 from storage.rocks import RocksSettings, RocksTimerStore
 from storage.rocks.ingest import MANIFEST
 from tests.pipeline.helpers import NOW, family_items, pending_from_meta, row, stage
@@ -54,7 +54,7 @@ def _store_with_history(store: RocksTimerStore) -> None:
     )
     due = store.due(NOW, 10)  # c and d in flight
     [d] = [t for t in due if t.id == "d"]
-    store.commit_delivered([d], NOW, to_topic_log=True)  # d delivered, c stays in flight
+    store.commit_delivered([d], NOW, sink=LOG_SINK)  # d delivered, c stays in flight
 
 
 IMPORT = [

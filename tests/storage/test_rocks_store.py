@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from storage.errors import ConflictError, InvalidInputError, NotFoundError
-from storage.protocol import CancelOutcome, NewTimer, TimerState
+from storage.protocol import LOG_SINK, CancelOutcome, NewTimer, TimerState
 from storage.rocks import RocksSettings, RocksTimerStore
 
 NOW = 1_700_000_000_000
@@ -52,7 +52,7 @@ def test_past_due_keeps_requested_time_and_is_clamped_behind_the_scanner(rocks_s
 def test_cancel_answers_removed_unknown_too_late(rocks_store):
     rocks_store.schedule([nt("p", NOW + 10), nt("f", NOW), nt("d", NOW)], NOW)
     [delivered, flight] = rocks_store.due(NOW, 10)  # key order: d before f
-    rocks_store.commit_delivered([delivered], NOW, to_topic_log=True)
+    rocks_store.commit_delivered([delivered], NOW, sink=LOG_SINK)
     results = rocks_store.cancel(
         [("orders", "p"), ("orders", "nope"), (flight.topic, flight.id), ("orders", "d")]
     )
@@ -71,7 +71,7 @@ def test_cancel_answers_removed_unknown_too_late(rocks_store):
 def test_schedule_refuses_in_flight_and_delivered_identities(rocks_store):
     rocks_store.schedule([nt("f", NOW), nt("d", NOW)], NOW)
     [delivered, _in_flight] = rocks_store.due(NOW, 10)  # key order: d before f
-    rocks_store.commit_delivered([delivered], NOW, to_topic_log=True)
+    rocks_store.commit_delivered([delivered], NOW, sink=LOG_SINK)
     for timer_id, state in (("f", TimerState.IN_FLIGHT), ("d", TimerState.DELIVERED)):
         with pytest.raises(ConflictError) as info:
             rocks_store.schedule([nt("ok", NOW + 5), nt(timer_id, NOW + 5)], NOW)
@@ -83,7 +83,7 @@ def test_schedule_refuses_in_flight_and_delivered_identities(rocks_store):
 def test_commit_appends_to_topic_log_and_records_done(rocks_store):
     rocks_store.schedule([nt("a", NOW, payload=b"1"), nt("b", NOW + 1, payload=b"2")], NOW)
     due = rocks_store.due(NOW + 1, 10)
-    assert rocks_store.commit_delivered(due, NOW + 3, to_topic_log=True) == [0, 1]
+    assert rocks_store.commit_delivered(due, NOW + 3, sink=LOG_SINK) == [0, 1]
     log = rocks_store.read_log("orders", 0, 10)
     assert [(m.offset, m.id, m.payload, m.delivered_at_ms) for m in log] == [
         (0, "a", b"1", NOW + 3),
@@ -168,7 +168,7 @@ def test_failures_retry_with_attempts_then_dead_letter_replay_and_purge(rocks_st
 def test_counters_and_log_offsets_survive_reopen(rocks_store):
     rocks_store.schedule([nt(f"t{i}", NOW + i) for i in range(5)], NOW)
     rocks_store.cancel([("orders", "t4")])
-    rocks_store.commit_delivered(rocks_store.due(NOW + 1, 10), NOW + 1, to_topic_log=True)
+    rocks_store.commit_delivered(rocks_store.due(NOW + 1, 10), NOW + 1, sink=LOG_SINK)
     before = rocks_store.stats()
     store = reopen(rocks_store)
     try:
@@ -176,7 +176,7 @@ def test_counters_and_log_offsets_survive_reopen(rocks_store):
         assert (after.pending, after.delivered, after.cancelled) == (2, 2, 1)
         assert (before.pending, before.delivered) == (after.pending, after.delivered)
         assert after.pending_by_topic == before.pending_by_topic == {"orders": 2}
-        store.commit_delivered(store.due(NOW + 3, 10), NOW + 3, to_topic_log=True)
+        store.commit_delivered(store.due(NOW + 3, 10), NOW + 3, sink=LOG_SINK)
         assert [m.offset for m in store.read_log("orders", 0, 10)] == [0, 1, 2, 3]
         store = reopen(store)
         assert store.stats().pending_by_topic == {}  # a topic at 0 pending is not listed
@@ -192,9 +192,9 @@ def test_housekeeping_expires_done_and_topic_log_after_retention(tmp_path):
     store = RocksTimerStore(settings)
     try:
         store.schedule([nt("a", NOW), nt("b", NOW)], NOW)
-        store.commit_delivered(store.due(NOW, 10), NOW, to_topic_log=True)
+        store.commit_delivered(store.due(NOW, 10), NOW, sink=LOG_SINK)
         store.schedule([nt("c", NOW + 3000)], NOW)
-        store.commit_delivered(store.due(NOW + 3000, 10), NOW + 3000, to_topic_log=True)
+        store.commit_delivered(store.due(NOW + 3000, 10), NOW + 3000, sink=LOG_SINK)
         report = store.housekeep(NOW + 2000)
         assert report.done_expired == 2
         assert store.get("orders", "a") is None  # retention over: unknown again

@@ -1,0 +1,81 @@
+"""The shared core of the RocksDB store: one owner of the state every module needs.
+
+Concurrency: every operation that reads-then-writes timer state (schedule, cancel, due,
+commit, retry, dead-letter, release, housekeeping, ingest) holds ``core.lock``. That makes
+the in-flight set, the counters and the scan cursor exact, and it closes the classic
+races: a cancel cannot remove a timer the scanner is handing out at the same moment, and
+a watermark advance cannot overtake a past-due schedule that is being clamped to it.
+
+The scan cursor (``scan_from``) is the first key the next due scan looks at: every key
+below it is in flight or deleted, so the scanner never wades through the tombstones of
+delivered timers. A past-due schedule is clamped to a key time at or after the cursor
+(see ``clamp_floor_ms``), so it cannot land behind the scanner. The persisted watermark
+is where a restarted store starts; housekeeping advances it to the first live key and
+range-deletes and compacts everything below it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import rocksdict as rd
+
+from storage import codec
+from storage.errors import StoreClosedError
+from storage.rocks.counters import CounterDelta, Counters
+from storage.rocks.db import RocksHandles, RocksSettings, open_db
+
+
+class RocksCore:
+    """The open database, the lock, the counters, the in-flight set and the scan cursor."""
+
+    def __init__(self, settings: RocksSettings) -> None:
+        self.settings = settings
+        self._h: RocksHandles | None = open_db(settings)
+        self.lock = threading.Lock()
+        self.counters = Counters.load(self._h.cfs["meta"])
+        self.in_flight: set[bytes] = set()
+        self.scan_from = codec.u64(self.counters.watermark_ms)
+
+    @property
+    def handles(self) -> RocksHandles:
+        if self._h is None:
+            raise StoreClosedError("the store is closed")
+        return self._h
+
+    @property
+    def closed(self) -> bool:
+        return self._h is None
+
+    def write(self, batch: rd.WriteBatch, delta: CounterDelta | None = None) -> None:
+        """Write one atomic batch with the counter changes staged into it (lock held)."""
+        h = self.handles
+        if delta is not None:
+            delta.stage(batch, h.handles["meta"])
+        h.db.write(batch, h.write_options)
+        if delta is not None:
+            delta.apply()
+
+    def delta(self) -> CounterDelta:
+        return CounterDelta(self.counters)
+
+    def clamp_floor_ms(self) -> int:
+        """The earliest key time a new timer may get without landing behind the scanner."""
+        floor_ms = codec.timer_key_ms(self.scan_from)
+        return floor_ms if len(self.scan_from) == 8 else floor_ms + 1
+
+    def rewind_cursor(self, key: bytes) -> None:
+        """Let the scanner see ``key`` again (released or ingested below the cursor)."""
+        if key < self.scan_from:
+            self.scan_from = key
+
+    def control_parts(self) -> tuple[rd.Rdict, rd.Rdict, rd.WriteOptions]:
+        """(database, the ``control`` family, write options) for ``storage.rocks.control``."""
+        h = self.handles
+        return h.db, h.cfs["control"], h.write_options
+
+    def close(self) -> None:
+        with self.lock:
+            if self._h is not None:
+                self._h.close()
+                self._h = None

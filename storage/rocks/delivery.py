@@ -1,0 +1,188 @@
+"""The delivery path of the RocksDB store: due scan, commit, retry, dead letters, release.
+
+A commit writes per timer: a delete of ``timers[key]``, a put of ``ids[topic,id]`` that
+overwrites the pending key time with the delivered record (format 2: no separate ``done``
+family and no delete of ``ids``), and - for the embedded log sink only - a put of
+``topiclog[topic,offset]``; plus one journal page and the counters for the whole batch.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import msgspec
+import rocksdict as rd
+
+from storage import codec
+from storage.errors import ConflictError, NotFoundError
+from storage.protocol import LOG_SINK, DueTimer, ScheduleResult, TimerState
+from storage.rocks.core import RocksCore
+from storage.rocks.counters import SINK_TOTAL_PREFIX
+
+_encode = msgspec.msgpack.Encoder().encode
+
+
+def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
+    h = core.handles
+    options = rd.ReadOptions()  # must outlive the iterator (it points into the bound)
+    options.set_iterate_upper_bound(codec.u64(now_ms + 1))
+    out: list[DueTimer] = []
+    in_flight = core.in_flight
+    read_u64, decode_record = codec.read_u64, codec.decode_record
+    with core.lock:
+        it = h.cfs["timers"].iter(options)
+        it.seek(core.scan_from)
+        valid, step, key_of, value_of = it.valid, it.next, it.key, it.value
+        last = None
+        while len(out) < limit and valid():
+            key = last = key_of()
+            if key not in in_flight:
+                topic, _, tid = key[8:].partition(b"\0")
+                record = decode_record(value_of())
+                out.append(DueTimer(key, topic.decode(), tid.decode(), read_u64(key), record))
+                in_flight.add(key)
+            step()
+        exhausted = not valid()
+        del it, valid, step, key_of, value_of
+        if last is not None:
+            core.scan_from = last + codec.SEPARATOR
+        if exhausted:  # every key below now + 1 was seen: the cursor may move there
+            core.scan_from = max(core.scan_from, codec.u64(now_ms + 1))
+    return out
+
+
+def commit_delivered(
+    core: RocksCore, timers: Sequence[DueTimer], delivered_ms: int, sink: str
+) -> list[int]:
+    hd = core.handles.handles
+    cf_timers, cf_ids, cf_log = hd["timers"], hd["ids"], hd["topiclog"]
+    encode, log_key, tag = _encode, codec.log_key, codec.DELIVERED_TAG
+    to_log = sink == LOG_SINK
+    with core.lock:
+        batch = rd.WriteBatch(raw_mode=True)
+        put, delete = batch.put, batch.delete
+        delta = core.delta()
+        offsets, journal = [], []
+        for t in timers:
+            key, r = t.key, t.record
+            ident = key[8:]
+            attempts = r.attempts + 1
+            offset = -1
+            if to_log:
+                offset = delta.take_offset(t.topic)
+                message = codec.LogMessage(t.id, r.payload, r.headers, r.binary,
+                                           r.requested_deliver_ms, t.key_ms, delivered_ms,
+                                           attempts)  # fmt: skip
+                put(log_key(ident[: -len(t.id) - 1], offset), encode(message), cf_log)
+            delete(key, cf_timers)
+            done = codec.DeliveredRecord(delivered_ms, offset, t.key_ms, r.requested_deliver_ms,
+                                         r.created_ms, attempts, sink)  # fmt: skip
+            put(ident, tag + encode(done), cf_ids)
+            offsets.append(offset)
+            entry = codec.JournalEntry(t.topic, t.id, r.requested_deliver_ms, t.key_ms,
+                                       delivered_ms, attempts, offset, r.created_ms)  # fmt: skip
+            journal.append(entry)
+        for topic, count in Counter(t.topic for t in timers).items():
+            delta.pending[topic] -= count
+        sequence = core.counters.totals["journal_seq"]
+        put(codec.journal_key(delivered_ms, sequence), encode(journal), hd["journal"])
+        delta.totals["journal_seq"] += 1
+        delta.totals["delivered"] += len(timers)
+        delta.totals[SINK_TOTAL_PREFIX + sink] += len(timers)
+        core.write(batch, delta)
+        core.in_flight.difference_update([t.key for t in timers])
+    return offsets
+
+
+def retry_later(core: RocksCore, timers: Sequence[DueTimer], retry_at_ms: int) -> None:
+    """Move each timer to ``retry_at_ms`` with its attempt count raised (durable back-off)."""
+    hd = core.handles.handles
+    with core.lock:
+        batch = rd.WriteBatch(raw_mode=True)
+        for t in timers:
+            topic_b, id_b = t.topic.encode(), t.id.encode()
+            batch.delete(t.key, hd["timers"])
+            key = codec.timer_key(retry_at_ms, topic_b, id_b)
+            batch.put(key, _encode(_with_attempt(t.record)), hd["timers"])
+            batch.put(codec.ident_key(topic_b, id_b), codec.u64(retry_at_ms), hd["ids"])
+        core.write(batch)
+        core.in_flight.difference_update(t.key for t in timers)
+
+
+def dead_letter(core: RocksCore, timers: Sequence[DueTimer], now_ms: int, error: str) -> None:
+    hd = core.handles.handles
+    with core.lock:
+        batch = rd.WriteBatch(raw_mode=True)
+        delta = core.delta()
+        for t in timers:
+            ident = codec.ident_key(t.topic.encode(), t.id.encode())
+            letter = codec.DeadLetter(t.key_ms, _with_attempt(t.record), now_ms, error)
+            batch.delete(t.key, hd["timers"])
+            batch.delete(ident, hd["ids"])
+            batch.put(ident, _encode(letter), hd["deadletter"])
+            delta.pending[t.topic] -= 1
+            delta.totals["dead_lettered"] += 1
+        core.write(batch, delta)
+        core.in_flight.difference_update(t.key for t in timers)
+
+
+def release(core: RocksCore, timers: Sequence[DueTimer]) -> None:
+    with core.lock:
+        keys = [t.key for t in timers if t.key in core.in_flight]
+        core.in_flight.difference_update(keys)
+        if keys:
+            core.rewind_cursor(min(keys))
+
+
+def replay_dead_letter(core: RocksCore, topic: str, timer_id: str, now_ms: int) -> ScheduleResult:
+    names = (codec.validate_name("topic", topic), codec.validate_name("id", timer_id))
+    ident = codec.ident_key(*names)
+    h = core.handles
+    with core.lock:
+        raw = h.cfs["deadletter"].get(ident)
+        if raw is None:
+            raise NotFoundError(f"no dead letter {topic}/{timer_id}")
+        current = h.cfs["ids"].get(ident)
+        if current is not None:
+            if len(current) == 8:
+                raise ConflictError(
+                    f"{topic}/{timer_id} is pending again; cancel it first",
+                    state=TimerState.PENDING,
+                )
+            raise ConflictError(
+                f"{topic}/{timer_id} was delivered since", state=TimerState.DELIVERED
+            )
+        letter = codec.decode_dead_letter(raw)
+        key_ms = max(now_ms, core.clamp_floor_ms())
+        record = msgspec.structs.replace(letter.record, attempts=0)
+        batch = rd.WriteBatch(raw_mode=True)
+        delta = core.delta()
+        batch.delete(ident, h.handles["deadletter"])
+        batch.put(codec.timer_key(key_ms, *names), _encode(record), h.handles["timers"])
+        batch.put(ident, codec.u64(key_ms), h.handles["ids"])
+        delta.totals["dead_lettered"] -= 1
+        delta.pending[topic] += 1
+        core.write(batch, delta)
+    return ScheduleResult(topic, timer_id, key_ms, record.created_ms, False)
+
+
+def purge_dead_letters(core: RocksCore, keys: list[bytes]) -> int:
+    h = core.handles
+    for chunk in _chunks(keys, 4096):
+        batch = rd.WriteBatch(raw_mode=True)
+        for key in chunk:
+            batch.delete(key, h.handles["deadletter"])
+        delta = core.delta()
+        delta.totals["dead_lettered"] -= len(chunk)
+        core.write(batch, delta)
+    return len(keys)
+
+
+def _with_attempt(record: codec.TimerRecord) -> codec.TimerRecord:
+    return msgspec.structs.replace(record, attempts=record.attempts + 1)
+
+
+def _chunks(items: list[bytes], size: int) -> Iterable[list[bytes]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,120 @@
+"""Schedule and cancel: the writes of the RocksDB store's clients.
+
+One multi-get on ``ids`` answers every item of a batch: absent (new), 8 bytes (pending at
+that key time, maybe in flight) or a delivered record (409 on reschedule, too late to
+cancel) - format 2 keeps deliveries in ``ids`` itself instead of a separate family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import rocksdict as rd
+
+from storage import codec
+from storage.errors import ConflictError
+from storage.protocol import CancelOutcome, CancelResult, NewTimer, ScheduleResult, TimerState
+from storage.rocks.core import RocksCore
+from storage.rocks.db import multi_get
+
+_PENDING_BYTES = 8  # an ids value of this length is a pending timer's key time
+
+
+def schedule(core: RocksCore, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
+    names = codec.validate_idents((t.topic, t.id) for t in timers)
+    idents = [topic + codec.SEPARATOR + tid for topic, tid in names]
+    h = core.handles
+    cf_timers, cf_ids = h.handles["timers"], h.handles["ids"]
+    timer_key, u64, encode, read_u64 = codec.timer_key, codec.u64, codec.encode, codec.read_u64
+    with core.lock:
+        old_values = multi_get(h.cfs["ids"], idents)
+        _refuse_too_late(core, timers, names, old_values)
+        floor_ms = core.clamp_floor_ms()
+        batch = rd.WriteBatch(raw_mode=True)
+        put, delete = batch.put, batch.delete
+        delta = core.delta()
+        latest: dict[bytes, int] = {}  # ident -> key time written earlier in this batch
+        results = []
+        for timer, (topic, tid), ident, old in zip(timers, names, idents, old_values, strict=True):
+            deliver_ms = timer.deliver_at_ms
+            key_ms = deliver_ms if deliver_ms >= floor_ms else floor_ms
+            previous_ms = latest.get(ident)
+            if previous_ms is None and old is not None:
+                previous_ms = read_u64(old)
+            if previous_ms is None:
+                delta.pending[timer.topic] += 1
+            elif previous_ms != key_ms:
+                delete(timer_key(previous_ms, topic, tid), cf_timers)
+            record = (timer.payload, timer.headers, now_ms, deliver_ms, 0, timer.binary)
+            put(timer_key(key_ms, topic, tid), encode(record), cf_timers)  # codec.TimerRecord
+            put(ident, u64(key_ms), cf_ids)
+            latest[ident] = key_ms
+            results.append(
+                ScheduleResult(timer.topic, timer.id, key_ms, now_ms, previous_ms is not None)
+            )
+        core.write(batch, delta)
+    return results
+
+
+def _refuse_too_late(
+    core: RocksCore,
+    timers: Sequence[NewTimer],
+    names: list[tuple[bytes, bytes]],
+    old_values: list[bytes | None],
+) -> None:
+    """Raise ConflictError for the first item that is in flight or already delivered."""
+    in_flight = core.in_flight
+    for i, old in enumerate(old_values):
+        if old is None:
+            continue
+        if len(old) != _PENDING_BYTES:
+            raise _too_late(i, timers[i], TimerState.DELIVERED, "was already delivered")
+        if in_flight and codec.timer_key(codec.read_u64(old), *names[i]) in in_flight:
+            raise _too_late(i, timers[i], TimerState.IN_FLIGHT, "is being delivered")
+
+
+def _too_late(index: int, timer: NewTimer, state: TimerState, what: str) -> ConflictError:
+    return ConflictError(
+        f"timers[{index}]: {timer.topic}/{timer.id} {what}", state=state, field=f"timers[{index}]"
+    )
+
+
+def cancel(core: RocksCore, idents: Sequence[tuple[str, str]]) -> list[CancelResult]:
+    names = [(codec.validate_name("topic", t), codec.validate_name("id", i)) for t, i in idents]
+    h = core.handles
+    keys = [codec.ident_key(t, i) for t, i in names]
+    with core.lock:
+        old_values = multi_get(h.cfs["ids"], keys)
+        batch = rd.WriteBatch(raw_mode=True)
+        delta = core.delta()
+        results: list[CancelResult | None] = [None] * len(keys)
+        unseen = []
+        removed: set[bytes] = set()
+        for i, (ident, old) in enumerate(zip(keys, old_values, strict=True)):
+            if ident in removed:
+                results[i] = CancelResult(CancelOutcome.UNKNOWN)
+            elif old is None:
+                unseen.append(i)
+            elif len(old) != _PENDING_BYTES:
+                results[i] = CancelResult(CancelOutcome.TOO_LATE, TimerState.DELIVERED)
+            elif (key := codec.timer_key(codec.read_u64(old), *names[i])) in core.in_flight:
+                results[i] = CancelResult(CancelOutcome.TOO_LATE, TimerState.IN_FLIGHT)
+            else:
+                batch.delete(key, h.handles["timers"])
+                batch.delete(ident, h.handles["ids"])
+                delta.pending[idents[i][0]] -= 1
+                delta.totals["cancelled"] += 1
+                removed.add(ident)
+                results[i] = CancelResult(CancelOutcome.REMOVED)
+        dead = multi_get(h.cfs["deadletter"], [keys[i] for i in unseen])
+        for i, dead_value in zip(unseen, dead, strict=True):
+            if dead_value is not None and keys[i] not in removed:
+                batch.delete(keys[i], h.handles["deadletter"])
+                delta.totals["dead_lettered"] -= 1
+                delta.totals["cancelled"] += 1
+                removed.add(keys[i])
+                results[i] = CancelResult(CancelOutcome.REMOVED)
+            else:
+                results[i] = CancelResult(CancelOutcome.UNKNOWN)
+        core.write(batch, delta)
+    return [r for r in results if r is not None]
