@@ -32,7 +32,9 @@ class CancelOutcome(enum.StrEnum):
     TOO_LATE = "too_late"  # in flight or already delivered; see CancelResult.state
 
 
-class NewTimer(msgspec.Struct, frozen=True):
+# gc=False on the per-timer structs of the hot path: none can be part of a reference
+# cycle (bytes, str, int, dict of str), and untracked they cost the cyclic GC nothing.
+class NewTimer(msgspec.Struct, frozen=True, gc=False):
     """A validated request to deliver ``payload`` to ``topic`` at ``deliver_at_ms``."""
 
     topic: str
@@ -43,7 +45,7 @@ class NewTimer(msgspec.Struct, frozen=True):
     binary: bool = False
 
 
-class ScheduleResult(msgspec.Struct, frozen=True):
+class ScheduleResult(msgspec.Struct, frozen=True, gc=False):
     topic: str
     id: str
     deliver_at_ms: int  # the time the store will deliver at (past-due requests are clamped)
@@ -56,7 +58,7 @@ class CancelResult(msgspec.Struct, frozen=True):
     state: TimerState | None = None  # the state that made it too late
 
 
-class DueTimer(msgspec.Struct, frozen=True):
+class DueTimer(msgspec.Struct, frozen=True, gc=False):
     """A timer handed to the engine for delivery; ``key`` is the store's own handle."""
 
     key: bytes
@@ -64,6 +66,9 @@ class DueTimer(msgspec.Struct, frozen=True):
     id: str
     key_ms: int
     record: TimerRecord
+    # the record's stored bytes when the store has them (rocks): a commit copies them into
+    # the topic log without re-encoding
+    raw: bytes = b""
 
 
 class TimerView(msgspec.Struct, frozen=True):

@@ -39,8 +39,11 @@ def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
             key = last = key_of()
             if key not in in_flight:
                 topic, _, tid = key[8:].partition(b"\0")
-                record = decode_record(value_of())
-                out.append(DueTimer(key, topic.decode(), tid.decode(), read_u64(key), record))
+                value = value_of()
+                record = decode_record(value)
+                out.append(
+                    DueTimer(key, topic.decode(), tid.decode(), read_u64(key), record, value)
+                )
                 in_flight.add(key)
             step()
         exhausted = not valid()
@@ -57,13 +60,14 @@ def commit_delivered(
 ) -> list[int]:
     hd = core.handles.handles
     cf_timers, cf_ids, cf_log = hd["timers"], hd["ids"], hd["topiclog"]
-    encode, log_key, tag = _encode, codec.log_key, codec.DELIVERED_TAG
+    encode, tag, raw_of = _encode, codec.DELIVERED_TAG, msgspec.Raw
     to_log = sink == LOG_SINK
     with core.lock:
         batch = rd.WriteBatch(raw_mode=True)
         put, delete = batch.put, batch.delete
         delta = core.delta()
         offsets, journal = [], []
+        pages: dict[str, tuple[int, list[tuple[str, int, int, msgspec.Raw]]]] = {}
         for t in timers:
             key, r = t.key, t.record
             ident = key[8:]
@@ -71,10 +75,11 @@ def commit_delivered(
             offset = -1
             if to_log:
                 offset = delta.take_offset(t.topic)
-                message = codec.LogMessage(t.id, r.payload, r.headers, r.binary,
-                                           r.requested_deliver_ms, t.key_ms, delivered_ms,
-                                           attempts)  # fmt: skip
-                put(log_key(ident[: -len(t.id) - 1], offset), encode(message), cf_log)
+                page = pages.get(t.topic)
+                if page is None:
+                    page = pages[t.topic] = (offset, [])
+                raw = raw_of(t.raw or encode(r))
+                page[1].append((t.id, t.key_ms, attempts, raw))  # codec.LogEntry
             delete(key, cf_timers)
             done = codec.DeliveredRecord(delivered_ms, offset, t.key_ms, r.requested_deliver_ms,
                                          r.created_ms, attempts, sink)  # fmt: skip
@@ -83,6 +88,8 @@ def commit_delivered(
             entry = codec.JournalEntry(t.topic, t.id, r.requested_deliver_ms, t.key_ms,
                                        delivered_ms, attempts, offset, r.created_ms)  # fmt: skip
             journal.append(entry)
+        for topic, (first, entries) in pages.items():  # codec.LogPage
+            put(codec.log_key(topic.encode(), first), encode((delivered_ms, entries)), cf_log)
         for topic, count in Counter(t.topic for t in timers).items():
             delta.pending[topic] -= count
         sequence = core.counters.totals["journal_seq"]

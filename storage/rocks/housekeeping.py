@@ -77,12 +77,15 @@ def expire_done(h: RocksHandles, older_than_ms: int) -> int:
 def first_log_offset_after(
     h: RocksHandles, topic: str, start: int, end: int, older_than_ms: int
 ) -> int:
-    """The first topic-log offset in [start, end) delivered at or after ``older_than_ms``."""
+    """The first page offset in [start, end) delivered at or after ``older_than_ms``.
+
+    Pages hold one commit each (one delivery time), so whole pages expire.
+    """
     topic_b = topic.encode()
     it = bounded_iter(h.cfs["topiclog"], codec.log_key(topic_b, start), codec.log_key(topic_b, end))
     offset = end
     while it.valid():
-        if codec.decode_log_message(it.value()).delivered_ms >= older_than_ms:
+        if codec.decode_log_page(it.value()).delivered_ms >= older_than_ms:
             offset = codec.log_key_offset(it.key())
             break
         it.next()

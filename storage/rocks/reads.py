@@ -187,21 +187,24 @@ def count_keys_before(
 
 
 def read_log(cf: rd.Rdict, topic: bytes, offset: int, limit: int) -> list[LoggedMessage]:
-    it = bounded_iter(cf, codec.log_key(topic, offset), topic + b"\x01")
+    """Messages from ``offset`` on: seek_for_prev finds the page holding it, then pages on."""
+    start = codec.log_key(topic, offset)
+    options = rd.ReadOptions()  # must outlive the iterator (it points into the bound)
+    options.set_iterate_upper_bound(topic + b"\x01")
+    it = cf.iter(options)
+    it.seek_for_prev(start)
+    if not it.valid() or not it.key().startswith(topic + codec.SEPARATOR):
+        it.seek(start)
     out: list[LoggedMessage] = []
     while it.valid() and len(out) < limit:
-        m = codec.decode_log_message(it.value())
-        out.append(
-            LoggedMessage(
-                codec.log_key_offset(it.key()),
-                m.id,
-                m.payload,
-                m.headers,
-                m.binary,
-                m.requested_deliver_ms,
-                m.delivered_ms,
-            )
-        )
+        first = codec.log_key_offset(it.key())
+        page = codec.decode_log_page(it.value())
+        for i, e in enumerate(page.entries[max(0, offset - first) :], max(offset, first)):
+            r = e.record
+            out.append(LoggedMessage(i, e.id, r.payload, r.headers, r.binary,
+                                     r.requested_deliver_ms, page.delivered_ms))  # fmt: skip
+            if len(out) == limit:
+                break
         it.next()
     del it
     return out
