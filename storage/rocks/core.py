@@ -36,6 +36,9 @@ class RocksCore:
         self.counters = Counters.load(self._h.cfs["meta"])
         self.in_flight: set[bytes] = set()
         self.scan_from = codec.u64(self.counters.watermark_ms)
+        # first key -> (last key, count) of due batches whose scanned range held nothing
+        # but their own keys: committed whole, they are removed by one delete_range
+        self.clean_ranges: dict[bytes, tuple[bytes, int]] = {}
 
     @property
     def handles(self) -> RocksHandles:
@@ -68,6 +71,29 @@ class RocksCore:
         """Let the scanner see ``key`` again (released or ingested below the cursor)."""
         if key < self.scan_from:
             self.scan_from = key
+            self.clean_ranges.clear()  # new keys may now land inside a scanned range
+
+    def note_key_written(self, key: bytes) -> None:
+        """A timer key was written outside schedule's clamp (retry, ingest): keep it safe."""
+        if key < self.scan_from:
+            self.clean_ranges.clear()
+
+    def take_clean_range(self, keys: list[bytes]) -> tuple[bytes, bytes] | None:
+        """``[first, after_last)`` when ``keys`` are exactly one clean due batch."""
+        if not keys:
+            return None
+        scanned = self.clean_ranges.pop(keys[0], None)
+        if scanned is None or scanned != (keys[-1], len(keys)):
+            return None
+        return keys[0], keys[-1] + codec.SEPARATOR
+
+    def settle(self, keys: list[bytes]) -> None:
+        """Keys leave the in-flight set (committed, retried, dead-lettered, released)."""
+        self.in_flight.difference_update(keys)
+        if keys:
+            self.clean_ranges.pop(keys[0], None)
+        if not self.in_flight:
+            self.clean_ranges.clear()
 
     def control_parts(self) -> tuple[rd.Rdict, rd.Rdict, rd.WriteOptions]:
         """(database, the ``control`` family, write options) for ``storage.rocks.control``."""

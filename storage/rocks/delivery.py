@@ -35,9 +35,12 @@ def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
         it.seek(core.scan_from)
         valid, step, key_of, value_of = it.valid, it.next, it.key, it.value
         last = None
+        clean = True  # no in-flight key of another batch between our first and last
         while len(out) < limit and valid():
             key = last = key_of()
-            if key not in in_flight:
+            if key in in_flight:
+                clean = clean and not out
+            else:
                 topic, _, tid = key[8:].partition(b"\0")
                 value = value_of()
                 record = decode_record(value)
@@ -48,6 +51,8 @@ def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
             step()
         exhausted = not valid()
         del it, valid, step, key_of, value_of
+        if out and clean:
+            core.clean_ranges[out[0].key] = (out[-1].key, len(out))
         if last is not None:
             core.scan_from = last + codec.SEPARATOR
         if exhausted:  # every key below now + 1 was seen: the cursor may move there
@@ -80,7 +85,6 @@ def commit_delivered(
                     page = pages[t.topic] = (offset, [])
                 raw = raw_of(t.raw or encode(r))
                 page[1].append((t.id, t.key_ms, attempts, raw))  # codec.LogEntry
-            delete(key, cf_timers)
             done = codec.DeliveredRecord(delivered_ms, offset, t.key_ms, r.requested_deliver_ms,
                                          r.created_ms, attempts, sink)  # fmt: skip
             put(ident, tag + encode(done), cf_ids)
@@ -88,6 +92,13 @@ def commit_delivered(
             entry = codec.JournalEntry(t.topic, t.id, r.requested_deliver_ms, t.key_ms,
                                        delivered_ms, attempts, offset, r.created_ms)  # fmt: skip
             journal.append(entry)
+        keys = [t.key for t in timers]
+        scanned = core.take_clean_range(keys)
+        if scanned is not None:  # nothing else lives in the range: one range tombstone
+            batch.delete_range(scanned[0], scanned[1], cf_timers)
+        else:
+            for key in keys:
+                delete(key, cf_timers)
         for topic, (first, entries) in pages.items():  # codec.LogPage
             put(codec.log_key(topic.encode(), first), encode((delivered_ms, entries)), cf_log)
         for topic, count in Counter(t.topic for t in timers).items():
@@ -98,7 +109,7 @@ def commit_delivered(
         delta.totals["delivered"] += len(timers)
         delta.totals[SINK_TOTAL_PREFIX + sink] += len(timers)
         core.write(batch, delta)
-        core.in_flight.difference_update([t.key for t in timers])
+        core.settle(keys)
     return offsets
 
 
@@ -113,8 +124,9 @@ def retry_later(core: RocksCore, timers: Sequence[DueTimer], retry_at_ms: int) -
             key = codec.timer_key(retry_at_ms, topic_b, id_b)
             batch.put(key, _encode(_with_attempt(t.record)), hd["timers"])
             batch.put(codec.ident_key(topic_b, id_b), codec.u64(retry_at_ms), hd["ids"])
+            core.note_key_written(key)
         core.write(batch)
-        core.in_flight.difference_update(t.key for t in timers)
+        core.settle([t.key for t in timers])
 
 
 def dead_letter(core: RocksCore, timers: Sequence[DueTimer], now_ms: int, error: str) -> None:
@@ -131,13 +143,13 @@ def dead_letter(core: RocksCore, timers: Sequence[DueTimer], now_ms: int, error:
             delta.pending[t.topic] -= 1
             delta.totals["dead_lettered"] += 1
         core.write(batch, delta)
-        core.in_flight.difference_update(t.key for t in timers)
+        core.settle([t.key for t in timers])
 
 
 def release(core: RocksCore, timers: Sequence[DueTimer]) -> None:
     with core.lock:
         keys = [t.key for t in timers if t.key in core.in_flight]
-        core.in_flight.difference_update(keys)
+        core.settle(keys)
         if keys:
             core.rewind_cursor(min(keys))
 

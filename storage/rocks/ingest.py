@@ -142,6 +142,8 @@ def ingest_staged(core: RocksCore, stage_dir: str, *, replace: bool = False) -> 
     first_keys = [bytes.fromhex(f.first_key) for f in manifest.files if f.family == "timers"]
     h = core.handles
     with core.lock:
+        if first_keys:  # staged keys may fall inside a scanned, not yet committed range
+            core.note_key_written(min(first_keys))
         conflicts = _find_conflicts(core, stage_dir, files["ids"])
         restore = _old_values(h, conflicts, replace)
         options = rd.IngestExternalFileOptions()
