@@ -16,6 +16,7 @@ range-deletes and compacts everything below it.
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import rocksdict as rd
@@ -105,3 +106,7 @@ class RocksCore:
             if self._h is not None:
                 self._h.close()
                 self._h = None
+        # RocksDB keeps the LOCK while any column-family handle lives, and a handled error's
+        # traceback keeps the frames (and their handles) alive in a cycle until the cyclic
+        # collector runs: collect now, so a reopen in the same process succeeds.
+        gc.collect()

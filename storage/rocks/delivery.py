@@ -114,17 +114,21 @@ def commit_delivered(
 
 
 def retry_later(core: RocksCore, timers: Sequence[DueTimer], retry_at_ms: int) -> None:
-    """Move each timer to ``retry_at_ms`` with its attempt count raised (durable back-off)."""
+    """Move each timer to ``retry_at_ms`` with its attempt count raised (durable back-off).
+
+    Clamped like a past-due schedule, so a retry can never land behind the scanner (or
+    inside a scanned range that a delete_range will remove).
+    """
     hd = core.handles.handles
     with core.lock:
+        key_ms = max(retry_at_ms, core.clamp_floor_ms())
         batch = rd.WriteBatch(raw_mode=True)
         for t in timers:
             topic_b, id_b = t.topic.encode(), t.id.encode()
             batch.delete(t.key, hd["timers"])
-            key = codec.timer_key(retry_at_ms, topic_b, id_b)
+            key = codec.timer_key(key_ms, topic_b, id_b)
             batch.put(key, _encode(_with_attempt(t.record)), hd["timers"])
-            batch.put(codec.ident_key(topic_b, id_b), codec.u64(retry_at_ms), hd["ids"])
-            core.note_key_written(key)
+            batch.put(codec.ident_key(topic_b, id_b), codec.u64(key_ms), hd["ids"])
         core.write(batch)
         core.settle([t.key for t in timers])
 
