@@ -158,7 +158,9 @@ class RocksTimerStore:
         return ingest.ingest_staged(self._core, stage_dir, replace=replace)
 
     def flush(self) -> None:
-        self.handles.db.flush()
+        """Flush every column family's memtable to SST files (rocksdict's flush is per family)."""
+        for family in self.handles.cfs.values():
+            family.flush()
 
     def simulate_crash(self) -> None:
         """For tests only: drop the store as a killed process would.

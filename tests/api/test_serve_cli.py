@@ -11,7 +11,7 @@ from api.server import EXIT_STORE_UNAVAILABLE
 from app.config import load_settings
 from storage.protocol import NewTimer
 from storage.rocks import RocksTimerStore
-from tests.api.helpers import ROOT
+from tests.api.helpers import ROOT, free_port
 
 
 def test_serve_help_lists_the_flags() -> None:
@@ -44,7 +44,18 @@ def test_bad_setting_exits_2_with_the_field(tmp_path) -> None:
 def _serve_once(data_dir: Path) -> subprocess.CompletedProcess[str]:
     """``timerstore serve`` on ``data_dir`` with a free port; it must stop by itself."""
     return subprocess.run(
-        [sys.executable, "-m", "timerstore", "serve", "--data-dir", str(data_dir), "--port", "0"],
+        [
+            sys.executable,
+            "-m",
+            "timerstore",
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(free_port()),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
