@@ -13,11 +13,12 @@ import msgspec
 
 from app.stats import ServiceStats
 from app.timer_requests import MAX_TIME_MS
+from storage.names import NAME_MAX_BYTES, NAME_PATTERN
 from storage.protocol import LoggedMessage, NewTimer, ScheduleResult, TimerView
 
 _NAME_RULE = {
-    "pattern": r"^[A-Za-z0-9._:-]{1,128}$",
-    "description": "1 to 128 bytes of A-Z a-z 0-9 . _ : -",
+    "pattern": NAME_PATTERN,
+    "description": f"1 to {NAME_MAX_BYTES} bytes of A-Z a-z 0-9 . _ : -",
 }
 TopicName = Annotated[str, msgspec.Meta(**_NAME_RULE, examples=["orders"])]
 TimerId = Annotated[str, msgspec.Meta(**_NAME_RULE, examples=["order-1234-timeout"])]

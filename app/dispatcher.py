@@ -80,7 +80,8 @@ class Dispatcher(StageThread):
             raise
         self.delivered += len(batch)
         self.lateness.record(
-            delivered_ms - max(t.record.requested_deliver_ms, t.record.created_ms) for t in batch
+            delivered_ms - max(t.record.requested_deliver_at_ms, t.record.created_at_ms)
+            for t in batch
         )
         if self.on_delivered is not None:
             self.on_delivered({t.topic for t in batch})

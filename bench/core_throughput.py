@@ -24,9 +24,10 @@ import rocksdict as rd
 
 from app.clock import FakeClock
 from app.engine import Engine, EngineSettings
-from storage import codec
+from storage import records
 from storage.protocol import NewTimer, TimerStore
 from storage.rocks import RocksSettings, RocksTimerStore
+from storage.rocks import keys as layout
 from storage.wheel import WheelSettings, WheelTimerStore
 
 START_MS = 1_700_000_000_000
@@ -49,8 +50,10 @@ def raw_put_rate(batches: list[list[NewTimer]], path: str) -> float:
     pairs = [
         [
             (
-                codec.timer_key(t.deliver_at_ms, t.topic.encode(), t.id.encode()),
-                codec.encode(codec.TimerRecord(t.payload, t.headers, START_MS, t.deliver_at_ms)),
+                layout.timer_key(t.deliver_at_ms, t.topic.encode(), t.id.encode()),
+                records.encode(
+                    records.TimerRecord(t.payload, t.headers, START_MS, t.deliver_at_ms)
+                ),
             )
             for t in batch
         ]

@@ -60,7 +60,7 @@ def load(spark: SparkSession, path: str) -> DataFrame:
     from pyspark.sql import functions as F
 
     df = spark.read.parquet(path)
-    created = F.col("created_ms") if "created_ms" in df.columns else F.lit(None)
+    created = F.col("created_at_ms") if "created_at_ms" in df.columns else F.lit(None)
     due = F.greatest(
         F.col("deliver_at_ms"), F.coalesce(created.cast("long"), F.col("deliver_at_ms"))
     )

@@ -2,7 +2,7 @@
 
 One row per delivery: ``topic, id, deliver_at_ms`` (requested), ``key_ms`` (the key time
 the store delivered at: the request clamped to the scan floor, or a retry's time),
-``delivered_at_ms``, ``attempts``, ``store`` and ``created_ms`` (may be null). The
+``delivered_at_ms``, ``attempts``, ``store`` and ``created_at_ms`` (may be null). The
 benchmark writes the same format with ``write_deliveries``.
 """
 
@@ -14,7 +14,8 @@ from typing import Any
 
 import rocksdict as rd
 
-from storage import codec
+from storage import records
+from storage.rocks import keys as layout
 from storage.rocks.db import FAMILIES, iter_items
 
 ROWS_PER_FILE = 1_000_000
@@ -26,7 +27,7 @@ COLUMNS = (
     "delivered_at_ms",
     "attempts",
     "store",
-    "created_ms",
+    "created_at_ms",
 )
 DeliveryRow = tuple[str, str, int, int, int, int, str, int | None]
 
@@ -43,7 +44,7 @@ def arrow_schema() -> Any:
             pa.field("delivered_at_ms", pa.int64(), nullable=False),
             pa.field("attempts", pa.int32(), nullable=False),
             pa.field("store", pa.string(), nullable=False),
-            pa.field("created_ms", pa.int64()),
+            pa.field("created_at_ms", pa.int64()),
         ]
     )
 
@@ -92,17 +93,17 @@ def journal_rows(rocks_path: str, since_ms: int = 0, store: str = "rocks") -> It
     )
     try:
         journal = db.get_column_family("journal")
-        for _key, value in iter_items(journal, codec.u64(since_ms)):
-            for e in codec.decode_journal(value):
+        for _key, value in iter_items(journal, layout.u64(since_ms)):
+            for e in records.decode_journal(value):
                 yield (
                     e.topic,
                     e.id,
-                    e.requested_deliver_ms,
+                    e.requested_deliver_at_ms,
                     e.key_ms,
                     e.delivered_ms,
                     e.attempts,
                     store,
-                    e.created_ms,
+                    e.created_at_ms,
                 )
         del journal
     finally:

@@ -35,7 +35,9 @@ from pipeline.rows import (
     headers_of,
     payload_of,
 )
-from storage import codec
+from storage import records
+from storage.names import NAME_CHARS, NAME_MAX_BYTES
+from storage.rocks import keys as layout
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,7 +52,7 @@ ENCODED_SCHEMA = (
 SAMPLE_EVERY = 200  # one key in so many goes to the driver for the range boundaries
 NAMES = [f.split()[0] for f in ENCODED_SCHEMA.split(", ")]
 # Java's `$` also matches before a final line break; `\z` is the very end.
-NAME_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}\z"
+NAME_PATTERN = f"^[{NAME_CHARS}]{{1,{NAME_MAX_BYTES}}}\\z"  # storage.names' rule, in Java
 DIGITS_PATTERN = r"^[0-9]{1,15}\z"  # what int() surely reads the same as a SQL cast
 
 _json = msgspec.json.Encoder()
@@ -227,8 +229,8 @@ def _encode_table(
     topics, ids = _column(batch, "topic"), _column(batch, "id")
     texts, b64s, headers = (_column(batch, c) for c in ("payload", "payload_b64", "headers"))
     now_ms, floor_ms = times.now_ms, times.floor_ms
-    record, encode, u64 = codec.TimerRecord, codec.encode, codec.u64
-    ident_key, timer_key = codec.ident_key, codec.timer_key
+    record, encode, u64 = records.TimerRecord, records.encode, layout.u64
+    ident_key, timer_key = layout.ident_key, layout.timer_key
     for i in range(batch.num_rows):
         if ok[i]:
             try:

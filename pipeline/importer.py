@@ -305,7 +305,7 @@ def stage(
     progress(f"distinct timers {distinct}, duplicates {accepted - distinct}, files {len(files)}")
 
     manifest = Manifest(
-        created_ms=times.now_ms,
+        created_at_ms=times.now_ms,
         floor_ms=times.floor_ms,
         files=files,
         pending_by_topic=per_topic,

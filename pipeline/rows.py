@@ -1,6 +1,6 @@
 """One input row -> the store's exact keys and values, or a reject reason (runs on executors).
 
-The rules mirror the API's: topic and id through ``codec.validate_name``; exactly one of
+The rules mirror the API's: topic and id through ``validate_name``; exactly one of
 ``deliver_at_ms`` (epoch ms) and ``delay_ms`` (relative to the job's base time); at most
 one of ``payload`` (text, stored as UTF-8) and ``payload_b64`` (binary); ``headers`` a
 string-to-string object (or its JSON text, as CSV carries it). The value is the same
@@ -16,8 +16,10 @@ from typing import Any
 
 import msgspec
 
-from storage import codec
+from storage import records
 from storage.errors import InvalidInputError
+from storage.names import validate_name
+from storage.rocks import keys as layout
 
 MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the API's limit
 COLUMNS = ("topic", "id", "deliver_at_ms", "delay_ms", "payload", "payload_b64", "headers")
@@ -32,7 +34,7 @@ class Limits(msgspec.Struct, frozen=True):
 
 
 class JobTimes(msgspec.Struct, frozen=True):
-    now_ms: int  # created_ms of every imported record
+    now_ms: int  # created_at_ms of every imported record
     base_ms: int  # what delay_ms is relative to
     floor_ms: int  # the clamp floor for past-due rows
 
@@ -151,19 +153,19 @@ def headers_of(value: Any, limits: Limits) -> dict[str, str]:
 def encode_row(row: dict[str, Any], times: JobTimes, limits: Limits) -> Encoded:
     """The store's bytes for one row, or raise Rejected with the reason."""
     try:
-        topic_b = codec.validate_name("topic", row.get("topic", ""))
-        id_b = codec.validate_name("id", row.get("id", ""))
+        topic_b = validate_name("topic", row.get("topic", ""))
+        id_b = validate_name("id", row.get("id", ""))
     except InvalidInputError as exc:
         raise Rejected(exc.message) from None
     requested_ms = _deliver_ms(row, times)
     payload, binary = _payload(row, limits)
     headers = _headers(row, limits)
     key_ms = max(requested_ms, times.floor_ms)
-    record = codec.TimerRecord(payload, headers, times.now_ms, requested_ms, 0, binary)
+    record = records.TimerRecord(payload, headers, times.now_ms, requested_ms, 0, binary)
     return Encoded(
         topic_b.decode(),
-        codec.ident_key(topic_b, id_b),
-        codec.u64(key_ms),
-        codec.timer_key(key_ms, topic_b, id_b),
-        codec.encode(record),
+        layout.ident_key(topic_b, id_b),
+        layout.u64(key_ms),
+        layout.timer_key(key_ms, topic_b, id_b),
+        records.encode(record),
     )

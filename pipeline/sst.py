@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from storage import codec
+from storage.rocks import keys as layout
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,8 +60,8 @@ class _Writer:
         """Per-topic counts of sorted ``ids`` keys: each topic is one run of keys."""
         i, n = 0, len(keys)
         while i < n:
-            topic, _ = codec.split_ident(keys[i])
-            prefix = topic.encode() + codec.SEPARATOR
+            topic, _ = layout.split_ident(keys[i])
+            prefix = topic.encode() + layout.SEPARATOR
             j = i + 1
             while j < n and keys[j].startswith(prefix):
                 j += 1

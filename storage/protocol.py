@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from storage.codec import TimerRecord
+from storage.records import TimerRecord
 
 LOG_SINK = "log"
 """The embedded topic log's sink name: ``commit_delivered(..., sink=LOG_SINK)`` appends."""

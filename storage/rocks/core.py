@@ -21,8 +21,8 @@ import threading
 
 import rocksdict as rd
 
-from storage import codec
 from storage.errors import StoreClosedError
+from storage.rocks import keys as layout
 from storage.rocks.counters import CounterDelta, Counters
 from storage.rocks.db import RocksHandles, RocksSettings, open_db
 
@@ -36,7 +36,7 @@ class RocksCore:
         self.lock = threading.Lock()
         self.counters = Counters.load(self._h.cfs["meta"])
         self.in_flight: set[bytes] = set()
-        self.scan_from = codec.u64(self.counters.watermark_ms)
+        self.scan_from = layout.u64(self.counters.watermark_ms)
         # first key -> (last key, count) of due batches whose scanned range held nothing
         # but their own keys: committed whole, they are removed by one delete_range
         self.clean_ranges: dict[bytes, tuple[bytes, int]] = {}
@@ -65,7 +65,7 @@ class RocksCore:
 
     def clamp_floor_ms(self) -> int:
         """The earliest key time a new timer may get without landing behind the scanner."""
-        floor_ms = codec.timer_key_ms(self.scan_from)
+        floor_ms = layout.timer_key_ms(self.scan_from)
         return floor_ms if len(self.scan_from) == 8 else floor_ms + 1
 
     def rewind_cursor(self, key: bytes) -> None:
@@ -86,7 +86,7 @@ class RocksCore:
         scanned = self.clean_ranges.pop(keys[0], None)
         if scanned is None or scanned != (keys[-1], len(keys)):
             return None
-        return keys[0], keys[-1] + codec.SEPARATOR
+        return keys[0], keys[-1] + layout.SEPARATOR
 
     def settle(self, keys: list[bytes]) -> None:
         """Keys leave the in-flight set (committed, retried, dead-lettered, released)."""

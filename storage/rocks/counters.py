@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import rocksdict as rd
 
-from storage.codec import read_u64, u64
 from storage.rocks.db import iter_items
+from storage.rocks.keys import read_u64, u64
 
 TOTALS = ("delivered", "cancelled", "dead_lettered", "journal_seq")
 SINK_TOTAL_PREFIX = "sink:"  # totals["sink:<name>"]: deliveries taken by that sink

@@ -14,9 +14,11 @@ from collections.abc import Iterable, Sequence
 import msgspec
 import rocksdict as rd
 
-from storage import codec
+from storage import records
 from storage.errors import ConflictError, NotFoundError
+from storage.names import validate_name
 from storage.protocol import LOG_SINK, DueTimer, ScheduleResult, TimerState
+from storage.rocks import keys as layout
 from storage.rocks.core import RocksCore
 from storage.rocks.counters import SINK_TOTAL_PREFIX
 
@@ -26,10 +28,10 @@ _encode = msgspec.msgpack.Encoder().encode
 def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
     h = core.handles
     options = rd.ReadOptions()  # must outlive the iterator (it points into the bound)
-    options.set_iterate_upper_bound(codec.u64(now_ms + 1))
+    options.set_iterate_upper_bound(layout.u64(now_ms + 1))
     out: list[DueTimer] = []
     in_flight = core.in_flight
-    read_u64, decode_record = codec.read_u64, codec.decode_record
+    read_u64, decode_record = layout.read_u64, records.decode_record
     with core.lock:
         it = h.cfs["timers"].iter(options)
         it.seek(core.scan_from)
@@ -54,9 +56,9 @@ def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
         if out and clean:
             core.clean_ranges[out[0].key] = (out[-1].key, len(out))
         if last is not None:
-            core.scan_from = last + codec.SEPARATOR
+            core.scan_from = last + layout.SEPARATOR
         if exhausted:  # every key below now + 1 was seen: the cursor may move there
-            core.scan_from = max(core.scan_from, codec.u64(now_ms + 1))
+            core.scan_from = max(core.scan_from, layout.u64(now_ms + 1))
     return out
 
 
@@ -65,7 +67,7 @@ def commit_delivered(
 ) -> list[int]:
     hd = core.handles.handles
     cf_timers, cf_ids, cf_log = hd["timers"], hd["ids"], hd["topiclog"]
-    encode, tag, raw_of = _encode, codec.DELIVERED_TAG, msgspec.Raw
+    encode, tag, raw_of = _encode, layout.DELIVERED_TAG, msgspec.Raw
     to_log = sink == LOG_SINK
     with core.lock:
         batch = rd.WriteBatch(raw_mode=True)
@@ -84,13 +86,15 @@ def commit_delivered(
                 if page is None:
                     page = pages[t.topic] = (offset, [])
                 raw = raw_of(t.raw or encode(r))
-                page[1].append((t.id, t.key_ms, attempts, raw))  # codec.LogEntry
-            done = codec.DeliveredRecord(delivered_ms, offset, t.key_ms, r.requested_deliver_ms,
-                                         r.created_ms, attempts, sink)  # fmt: skip
+                page[1].append((t.id, t.key_ms, attempts, raw))  # records.LogEntry
+            done = records.DeliveredRecord(
+                delivered_ms, offset, t.key_ms, r.requested_deliver_at_ms,
+                r.created_at_ms, attempts, sink,
+            )  # fmt: skip
             put(ident, tag + encode(done), cf_ids)
             offsets.append(offset)
-            entry = codec.JournalEntry(t.topic, t.id, r.requested_deliver_ms, t.key_ms,
-                                       delivered_ms, attempts, offset, r.created_ms)  # fmt: skip
+            entry = records.JournalEntry(t.topic, t.id, r.requested_deliver_at_ms, t.key_ms,
+                                       delivered_ms, attempts, offset, r.created_at_ms)  # fmt: skip
             journal.append(entry)
         keys = [t.key for t in timers]
         scanned = core.take_clean_range(keys)
@@ -99,12 +103,12 @@ def commit_delivered(
         else:
             for key in keys:
                 delete(key, cf_timers)
-        for topic, (first, entries) in pages.items():  # codec.LogPage
-            put(codec.log_key(topic.encode(), first), encode((delivered_ms, entries)), cf_log)
+        for topic, (first, entries) in pages.items():  # records.LogPage
+            put(layout.log_key(topic.encode(), first), encode((delivered_ms, entries)), cf_log)
         for topic, count in Counter(t.topic for t in timers).items():
             delta.pending[topic] -= count
         sequence = core.counters.totals["journal_seq"]
-        put(codec.journal_key(delivered_ms, sequence), encode(journal), hd["journal"])
+        put(layout.journal_key(delivered_ms, sequence), encode(journal), hd["journal"])
         delta.totals["journal_seq"] += 1
         delta.totals["delivered"] += len(timers)
         delta.totals[SINK_TOTAL_PREFIX + sink] += len(timers)
@@ -126,9 +130,9 @@ def retry_later(core: RocksCore, timers: Sequence[DueTimer], retry_at_ms: int) -
         for t in timers:
             topic_b, id_b = t.topic.encode(), t.id.encode()
             batch.delete(t.key, hd["timers"])
-            key = codec.timer_key(key_ms, topic_b, id_b)
+            key = layout.timer_key(key_ms, topic_b, id_b)
             batch.put(key, _encode(_with_attempt(t.record)), hd["timers"])
-            batch.put(codec.ident_key(topic_b, id_b), codec.u64(key_ms), hd["ids"])
+            batch.put(layout.ident_key(topic_b, id_b), layout.u64(key_ms), hd["ids"])
         core.write(batch)
         core.settle([t.key for t in timers])
 
@@ -139,8 +143,8 @@ def dead_letter(core: RocksCore, timers: Sequence[DueTimer], now_ms: int, error:
         batch = rd.WriteBatch(raw_mode=True)
         delta = core.delta()
         for t in timers:
-            ident = codec.ident_key(t.topic.encode(), t.id.encode())
-            letter = codec.DeadLetter(t.key_ms, _with_attempt(t.record), now_ms, error)
+            ident = layout.ident_key(t.topic.encode(), t.id.encode())
+            letter = records.DeadLetter(t.key_ms, _with_attempt(t.record), now_ms, error)
             batch.delete(t.key, hd["timers"])
             batch.delete(ident, hd["ids"])
             batch.put(ident, _encode(letter), hd["deadletter"])
@@ -159,8 +163,8 @@ def release(core: RocksCore, timers: Sequence[DueTimer]) -> None:
 
 
 def replay_dead_letter(core: RocksCore, topic: str, timer_id: str, now_ms: int) -> ScheduleResult:
-    names = (codec.validate_name("topic", topic), codec.validate_name("id", timer_id))
-    ident = codec.ident_key(*names)
+    names = (validate_name("topic", topic), validate_name("id", timer_id))
+    ident = layout.ident_key(*names)
     h = core.handles
     with core.lock:
         raw = h.cfs["deadletter"].get(ident)
@@ -176,18 +180,18 @@ def replay_dead_letter(core: RocksCore, topic: str, timer_id: str, now_ms: int) 
             raise ConflictError(
                 f"{topic}/{timer_id} was delivered since", state=TimerState.DELIVERED
             )
-        letter = codec.decode_dead_letter(raw)
+        letter = records.decode_dead_letter(raw)
         key_ms = max(now_ms, core.clamp_floor_ms())
         record = msgspec.structs.replace(letter.record, attempts=0)
         batch = rd.WriteBatch(raw_mode=True)
         delta = core.delta()
         batch.delete(ident, h.handles["deadletter"])
-        batch.put(codec.timer_key(key_ms, *names), _encode(record), h.handles["timers"])
-        batch.put(ident, codec.u64(key_ms), h.handles["ids"])
+        batch.put(layout.timer_key(key_ms, *names), _encode(record), h.handles["timers"])
+        batch.put(ident, layout.u64(key_ms), h.handles["ids"])
         delta.totals["dead_lettered"] -= 1
         delta.pending[topic] += 1
         core.write(batch, delta)
-    return ScheduleResult(topic, timer_id, key_ms, record.created_ms, False)
+    return ScheduleResult(topic, timer_id, key_ms, record.created_at_ms, False)
 
 
 def purge_dead_letters(core: RocksCore, keys: list[bytes]) -> int:
@@ -202,7 +206,7 @@ def purge_dead_letters(core: RocksCore, keys: list[bytes]) -> int:
     return len(keys)
 
 
-def _with_attempt(record: codec.TimerRecord) -> codec.TimerRecord:
+def _with_attempt(record: records.TimerRecord) -> records.TimerRecord:
     return msgspec.structs.replace(record, attempts=record.attempts + 1)
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import rocksdict as rd
 
-from storage import codec
+from storage import records
 from storage.protocol import HousekeepingReport
+from storage.rocks import keys as layout
 from storage.rocks.core import RocksCore
 from storage.rocks.counters import CounterDelta
 from storage.rocks.db import RocksHandles, multi_get
@@ -27,8 +28,8 @@ def advance_watermark(
 
     Called under the store lock so no schedule can clamp a key below the result meanwhile.
     """
-    it = bounded_iter(h.cfs["timers"], codec.u64(watermark_ms), codec.u64(clamp_floor_ms))
-    first_ms = codec.timer_key_ms(it.key()) if it.valid() else clamp_floor_ms
+    it = bounded_iter(h.cfs["timers"], layout.u64(watermark_ms), layout.u64(clamp_floor_ms))
+    first_ms = layout.timer_key_ms(it.key()) if it.valid() else clamp_floor_ms
     del it
     new_ms = max(watermark_ms, first_ms)
     if new_ms > watermark_ms:
@@ -38,7 +39,7 @@ def advance_watermark(
 
 def drop_below(h: RocksHandles, watermark_ms: int) -> None:
     """Range-delete and compact the timers below the watermark (all of them tombstones)."""
-    low, high = codec.u64(0), codec.u64(watermark_ms)
+    low, high = layout.u64(0), layout.u64(watermark_ms)
     timers = h.cfs["timers"]
     timers.delete_range(low, high, h.write_options)
     timers.compact_range(low, high)
@@ -54,11 +55,11 @@ def expire_done(h: RocksHandles, older_than_ms: int) -> int:
     if older_than_ms <= 0:
         return 0
     expired = 0
-    it = bounded_iter(h.cfs["journal"], codec.u64(0), codec.u64(older_than_ms))
+    it = bounded_iter(h.cfs["journal"], layout.u64(0), layout.u64(older_than_ms))
     batch = rd.WriteBatch(raw_mode=True)
     while it.valid():
-        entries = codec.decode_journal(it.value())
-        idents = [codec.ident_key(e.topic.encode(), e.id.encode()) for e in entries]
+        entries = records.decode_journal(it.value())
+        idents = [layout.ident_key(e.topic.encode(), e.id.encode()) for e in entries]
         for ident, value in zip(idents, multi_get(h.cfs["ids"], idents), strict=True):
             if value is not None and len(value) != 8:  # delivered, not pending
                 batch.delete(ident, h.handles["ids"])
@@ -82,11 +83,13 @@ def first_log_offset_after(
     Pages hold one commit each (one delivery time), so whole pages expire.
     """
     topic_b = topic.encode()
-    it = bounded_iter(h.cfs["topiclog"], codec.log_key(topic_b, start), codec.log_key(topic_b, end))
+    it = bounded_iter(
+        h.cfs["topiclog"], layout.log_key(topic_b, start), layout.log_key(topic_b, end)
+    )
     offset = end
     while it.valid():
-        if codec.decode_log_page(it.value()).delivered_ms >= older_than_ms:
-            offset = codec.log_key_offset(it.key())
+        if records.decode_log_page(it.value()).delivered_ms >= older_than_ms:
+            offset = layout.log_key_offset(it.key())
             break
         it.next()
     del it
@@ -122,8 +125,8 @@ def _expire_log(core: RocksCore, older_than_ms: int) -> int:
                 batch = rd.WriteBatch(raw_mode=True)
                 topic_b = topic.encode()
                 batch.delete_range(
-                    codec.log_key(topic_b, start),
-                    codec.log_key(topic_b, new_start),
+                    layout.log_key(topic_b, start),
+                    layout.log_key(topic_b, new_start),
                     h.handles["topiclog"],
                 )
                 core.write(batch, delta)

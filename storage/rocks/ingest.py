@@ -36,9 +36,9 @@ from collections.abc import Iterator
 import msgspec
 import rocksdict as rd
 
-from storage import codec
 from storage.errors import InvalidInputError
 from storage.protocol import IngestReport, Skipped
+from storage.rocks import keys as layout
 from storage.rocks.core import RocksCore
 from storage.rocks.counters import CounterDelta
 from storage.rocks.db import RocksHandles, iter_items, multi_get
@@ -62,7 +62,7 @@ class StagedFile(msgspec.Struct, frozen=True):
 class Manifest(msgspec.Struct, frozen=True):
     """What the import job staged: files, per-topic timer counts and the job's counts."""
 
-    created_ms: int
+    created_at_ms: int
     floor_ms: int  # the clamp floor the job used for past-due rows
     files: list[StagedFile]
     pending_by_topic: dict[str, int]  # distinct (topic, id) staged, per topic
@@ -167,7 +167,7 @@ def ingest_staged(core: RocksCore, stage_dir: str, *, replace: bool = False) -> 
         replaced=replaced,
         skipped=len(skipped),
         skipped_by_reason=dict(Counter(reason for _, reason in skipped)),
-        skipped_sample=[Skipped(*codec.split_ident(i), r) for i, r in skipped[:REPORT_SAMPLE]],
+        skipped_sample=[Skipped(*layout.split_ident(i), r) for i, r in skipped[:REPORT_SAMPLE]],
         moved_past_due=moved,
         cursor_rewound=rewound,
         seconds=round(time.perf_counter() - started, 3),
@@ -222,24 +222,28 @@ def _find_conflicts(core: RocksCore, stage_dir: str, id_paths: list[str]) -> _Co
         old_values = multi_get(h.cfs["ids"], idents)
         for i, old in enumerate(old_values):
             if old is not None and len(old) != 8:  # delivered: its record must survive
-                conflicts.delivered.append((idents[i], codec.read_u64(chunk[i][1]), old))
+                conflicts.delivered.append((idents[i], layout.read_u64(chunk[i][1]), old))
             elif old is not None:
-                ident, new_ms, old_ms = idents[i], codec.read_u64(chunk[i][1]), codec.read_u64(old)
-                key = codec.timer_key(old_ms, *_names(ident))
+                ident, new_ms, old_ms = (
+                    idents[i],
+                    layout.read_u64(chunk[i][1]),
+                    layout.read_u64(old),
+                )
+                key = layout.timer_key(old_ms, *_names(ident))
                 target = conflicts.in_flight if key in core.in_flight else conflicts.pending
                 target.append((ident, new_ms, old_ms))
     return conflicts
 
 
 def _names(ident: bytes) -> tuple[bytes, bytes]:
-    topic, _, timer_id = ident.partition(codec.SEPARATOR)
+    topic, _, timer_id = ident.partition(layout.SEPARATOR)
     return topic, timer_id
 
 
 def _old_values(h: RocksHandles, conflicts: _Conflicts, replace: bool) -> dict[bytes, bytes]:
     """Values of kept timers whose key the import overwrites (same identity, same time)."""
     kept = conflicts.in_flight if replace else conflicts.pending + conflicts.in_flight
-    keys = [codec.timer_key(old, *_names(i)) for i, new, old in kept if new == old]
+    keys = [layout.timer_key(old, *_names(i)) for i, new, old in kept if new == old]
     values = multi_get(h.cfs["timers"], keys)
     return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
 
@@ -267,18 +271,18 @@ def _repair_conflicts(
     kept = conflicts.in_flight if replace else conflicts.pending + conflicts.in_flight
     for ident, new_ms, old_ms in kept:
         names = _names(ident)
-        new_key = codec.timer_key(new_ms, *names)
+        new_key = layout.timer_key(new_ms, *names)
         if new_ms == old_ms:
             batch.put(new_key, restore[new_key], hd["timers"])
         else:
             batch.delete(new_key, hd["timers"])
-        batch.put(ident, codec.u64(old_ms), hd["ids"])
+        batch.put(ident, layout.u64(old_ms), hd["ids"])
         delta.pending[names[0].decode()] -= 1
         if len(batch) >= CHUNK:
             flush()
     for ident, new_ms, record in conflicts.delivered:
         names = _names(ident)
-        batch.delete(codec.timer_key(new_ms, *names), hd["timers"])
+        batch.delete(layout.timer_key(new_ms, *names), hd["timers"])
         batch.put(ident, record, hd["ids"])  # the import overwrote the delivery record
         delta.pending[names[0].decode()] -= 1
         if len(batch) >= CHUNK:
@@ -287,7 +291,7 @@ def _repair_conflicts(
         for ident, new_ms, old_ms in conflicts.pending:
             names = _names(ident)
             if new_ms != old_ms:
-                batch.delete(codec.timer_key(old_ms, *names), hd["timers"])
+                batch.delete(layout.timer_key(old_ms, *names), hd["timers"])
             delta.pending[names[0].decode()] -= 1  # it was counted already
             replaced += 1
             if len(batch) >= CHUNK:
@@ -304,7 +308,7 @@ def _respect_cursor(core: RocksCore, first_key: bytes) -> tuple[int, bool]:
     """
     h = core.handles
     hd = h.handles
-    watermark = codec.u64(core.counters.watermark_ms)
+    watermark = layout.u64(core.counters.watermark_ms)
     floor_ms = core.clamp_floor_ms()
     moved = 0
     if first_key < watermark:
@@ -312,11 +316,11 @@ def _respect_cursor(core: RocksCore, first_key: bytes) -> tuple[int, bool]:
         batch = rd.WriteBatch(raw_mode=True)
         while it.valid():
             key = it.key()
-            _, topic, timer_id = codec.decode_timer_key(key)
+            _, topic, timer_id = layout.decode_timer_key(key)
             names = topic.encode(), timer_id.encode()
             batch.delete(key, hd["timers"])
-            batch.put(codec.timer_key(floor_ms, *names), it.value(), hd["timers"])
-            batch.put(codec.ident_key(*names), codec.u64(floor_ms), hd["ids"])
+            batch.put(layout.timer_key(floor_ms, *names), it.value(), hd["timers"])
+            batch.put(layout.ident_key(*names), layout.u64(floor_ms), hd["ids"])
             moved += 1
             if len(batch) >= 3 * CHUNK:
                 core.write(batch)

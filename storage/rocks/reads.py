@@ -13,9 +13,10 @@ from typing import cast
 
 import rocksdict as rd
 
-from storage import codec
+from storage import records
 from storage.errors import InvalidInputError
 from storage.protocol import LoggedMessage, TimerPage, TimerState, TimerView
+from storage.rocks import keys as layout
 from storage.rocks.db import RocksHandles, iter_items, iter_keys
 
 # A filtered listing stops after visiting this many keys per returned timer and hands
@@ -33,7 +34,7 @@ def decode_cursor(cursor: str, min_bytes: int = 3) -> bytes:
         key = base64.b64decode(cursor.encode(), altchars=b"-_", validate=True)
     except (binascii.Error, ValueError):
         key = b""
-    if len(key) < min_bytes or codec.SEPARATOR not in key[min_bytes - 2 :]:
+    if len(key) < min_bytes or layout.SEPARATOR not in key[min_bytes - 2 :]:
         raise InvalidInputError("cursor is not one this service returned", field="cursor")
     return key
 
@@ -68,16 +69,16 @@ bounded_iter = BoundedIter
 
 
 def pending_view(key: bytes, value: bytes, in_flight: set[bytes]) -> TimerView:
-    key_ms, topic, timer_id = codec.decode_timer_key(key)
-    r = codec.decode_record(value)
+    key_ms, topic, timer_id = layout.decode_timer_key(key)
+    r = records.decode_record(value)
     state = TimerState.IN_FLIGHT if key in in_flight else TimerState.PENDING
     return TimerView(
         topic,
         timer_id,
         state,
         key_ms,
-        r.requested_deliver_ms,
-        r.created_ms,
+        r.requested_deliver_at_ms,
+        r.created_at_ms,
         r.attempts,
         r.payload,
         r.headers,
@@ -88,17 +89,17 @@ def pending_view(key: bytes, value: bytes, in_flight: set[bytes]) -> TimerView:
 def get_timer(
     h: RocksHandles, names: tuple[bytes, bytes], in_flight: set[bytes]
 ) -> TimerView | None:
-    ident = codec.ident_key(*names)
+    ident = layout.ident_key(*names)
     topic, timer_id = names[0].decode(), names[1].decode()
     state = h.cfs["ids"].get(ident)
     if state is not None and len(state) == 8:  # pending: the key time
-        key = codec.timer_key(codec.read_u64(state), *names)
+        key = layout.timer_key(layout.read_u64(state), *names)
         value = h.cfs["timers"].get(key)
         if value is not None:
             return pending_view(key, value, in_flight)
         state = h.cfs["ids"].get(ident)  # delivered (or gone) between the two lookups
     if state is not None and len(state) != 8:
-        d = codec.decode_delivered(state[len(codec.DELIVERED_TAG) :])
+        d = records.decode_delivered(state[len(layout.DELIVERED_TAG) :])
         return TimerView(
             topic,
             timer_id,
@@ -118,16 +119,16 @@ def get_timer(
 
 
 def dead_letter_view(ident: bytes, value: bytes) -> TimerView:
-    topic, timer_id = codec.split_ident(ident)
-    letter = codec.decode_dead_letter(value)
+    topic, timer_id = layout.split_ident(ident)
+    letter = records.decode_dead_letter(value)
     r = letter.record
     return TimerView(
         topic,
         timer_id,
         TimerState.DEAD_LETTERED,
         letter.key_ms,
-        r.requested_deliver_ms,
-        r.created_ms,
+        r.requested_deliver_at_ms,
+        r.created_at_ms,
         r.attempts,
         r.payload,
         r.headers,
@@ -145,11 +146,11 @@ def list_pending(
     limit: int,
     cursor: str | None,
 ) -> TimerPage:
-    start = codec.u64(from_ms)
+    start = layout.u64(from_ms)
     if cursor is not None:
-        start = max(start, decode_cursor(cursor, min_bytes=11) + codec.SEPARATOR)
-    upper = None if to_ms is None else codec.u64(to_ms + 1)
-    wanted = None if topic is None else topic.encode() + codec.SEPARATOR
+        start = max(start, decode_cursor(cursor, min_bytes=11) + layout.SEPARATOR)
+    upper = None if to_ms is None else layout.u64(to_ms + 1)
+    wanted = None if topic is None else topic.encode() + layout.SEPARATOR
     it = bounded_iter(h.cfs["timers"], start, upper)
     views: list[TimerView] = []
     visits, last = 0, None
@@ -172,11 +173,11 @@ def count_keys_before(
     if not deadlines_ms:
         return []
     options = rd.ReadOptions()
-    options.set_iterate_upper_bound(codec.u64(deadlines_ms[-1]))
+    options.set_iterate_upper_bound(layout.u64(deadlines_ms[-1]))
     counts: list[int] = []
     count = 0
     for key in iter_keys(cf, start, options):
-        key_ms = codec.timer_key_ms(key)
+        key_ms = layout.timer_key_ms(key)
         while len(counts) < len(deadlines_ms) and key_ms >= deadlines_ms[len(counts)]:
             counts.append(count)
         count += 1
@@ -188,21 +189,21 @@ def count_keys_before(
 
 def read_log(cf: rd.Rdict, topic: bytes, offset: int, limit: int) -> list[LoggedMessage]:
     """Messages from ``offset`` on: seek_for_prev finds the page holding it, then pages on."""
-    start = codec.log_key(topic, offset)
+    start = layout.log_key(topic, offset)
     options = rd.ReadOptions()  # must outlive the iterator (it points into the bound)
     options.set_iterate_upper_bound(topic + b"\x01")
     it = cf.iter(options)
     it.seek_for_prev(start)
-    if not it.valid() or not it.key().startswith(topic + codec.SEPARATOR):
+    if not it.valid() or not it.key().startswith(topic + layout.SEPARATOR):
         it.seek(start)
     out: list[LoggedMessage] = []
     while it.valid() and len(out) < limit:
-        first = codec.log_key_offset(it.key())
-        page = codec.decode_log_page(it.value())
+        first = layout.log_key_offset(it.key())
+        page = records.decode_log_page(it.value())
         for i, e in enumerate(page.entries[max(0, offset - first) :], max(offset, first)):
             r = e.record
             out.append(LoggedMessage(i, e.id, r.payload, r.headers, r.binary,
-                                     r.requested_deliver_ms, page.delivered_ms))  # fmt: skip
+                                     r.requested_deliver_at_ms, page.delivered_ms))  # fmt: skip
             if len(out) == limit:
                 break
         it.next()
@@ -213,13 +214,13 @@ def read_log(cf: rd.Rdict, topic: bytes, offset: int, limit: int) -> list[Logged
 def _prefix_bounds(topic: str | None) -> tuple[bytes, bytes | None]:
     if topic is None:
         return b"", None
-    return topic.encode() + codec.SEPARATOR, topic.encode() + b"\x01"
+    return topic.encode() + layout.SEPARATOR, topic.encode() + b"\x01"
 
 
 def dead_letters(h: RocksHandles, *, topic: str | None, limit: int, after: str | None) -> TimerPage:
     start, upper = _prefix_bounds(topic)
     if after is not None:
-        start = max(start, decode_cursor(after) + codec.SEPARATOR)
+        start = max(start, decode_cursor(after) + layout.SEPARATOR)
     it = bounded_iter(h.cfs["deadletter"], start, upper)
     views: list[TimerView] = []
     last = None
@@ -240,6 +241,6 @@ def dead_letter_keys(h: RocksHandles, topic: str | None) -> list[bytes]:
     return list(iter_keys(h.cfs["deadletter"], start, options))
 
 
-def journal(cf: rd.Rdict, since_ms: int) -> Iterator[codec.JournalEntry]:
-    for _key, value in iter_items(cf, codec.u64(since_ms)):
-        yield from codec.decode_journal(value)
+def journal(cf: rd.Rdict, since_ms: int) -> Iterator[records.JournalEntry]:
+    for _key, value in iter_items(cf, layout.u64(since_ms)):
+        yield from records.decode_journal(value)

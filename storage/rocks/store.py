@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from storage import codec
-from storage.codec import JournalEntry
 from storage.errors import InvalidInputError
+from storage.names import validate_name
 from storage.protocol import (
     CancelResult,
     DueTimer,
@@ -26,7 +25,9 @@ from storage.protocol import (
     TimerView,
     TopicInfo,
 )
+from storage.records import JournalEntry
 from storage.rocks import delivery, housekeeping, ingest, reads, writes
+from storage.rocks import keys as layout
 from storage.rocks.core import RocksCore
 from storage.rocks.counters import SINK_TOTAL_PREFIX
 from storage.rocks.db import RocksHandles, RocksSettings, read_ticker
@@ -93,7 +94,7 @@ class RocksTimerStore:
 
     # ----------------------------------------------------------------- reads
     def get(self, topic: str, timer_id: str) -> TimerView | None:
-        names = (codec.validate_name("topic", topic), codec.validate_name("id", timer_id))
+        names = (validate_name("topic", topic), validate_name("id", timer_id))
         return reads.get_timer(self.handles, names, self._core.in_flight)
 
     def list_pending(
@@ -106,7 +107,7 @@ class RocksTimerStore:
         cursor: str | None = None,
     ) -> TimerPage:
         if topic is not None:
-            codec.validate_name("topic", topic)
+            validate_name("topic", topic)
         if limit < 1:
             raise InvalidInputError("limit must be at least 1", field="limit")
         start = max(from_ms, self._core.counters.watermark_ms)
@@ -115,11 +116,11 @@ class RocksTimerStore:
         )
 
     def count_pending_due_before(self, deadlines_ms: Sequence[int], cap: int) -> list[int]:
-        start = codec.u64(self._core.counters.watermark_ms)
+        start = layout.u64(self._core.counters.watermark_ms)
         return reads.count_keys_before(self.handles.cfs["timers"], start, deadlines_ms, cap)
 
     def read_log(self, topic: str, offset: int, limit: int) -> list[LoggedMessage]:
-        topic_b = codec.validate_name("topic", topic)
+        topic_b = validate_name("topic", topic)
         start = max(offset, self._core.counters.log_start.get(topic, 0))
         return reads.read_log(self.handles.cfs["topiclog"], topic_b, start, limit)
 

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 
 import rocksdict as rd
 
-from storage import codec
+from storage import records
 from storage.errors import ConflictError
+from storage.names import validate_idents, validate_name
 from storage.protocol import CancelOutcome, CancelResult, NewTimer, ScheduleResult, TimerState
+from storage.rocks import keys as layout
 from storage.rocks.core import RocksCore
 from storage.rocks.db import multi_get
 
@@ -21,11 +23,11 @@ _PENDING_BYTES = 8  # an ids value of this length is a pending timer's key time
 
 
 def schedule(core: RocksCore, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
-    names = codec.validate_idents((t.topic, t.id) for t in timers)
-    idents = [topic + codec.SEPARATOR + tid for topic, tid in names]
+    names = validate_idents((t.topic, t.id) for t in timers)
+    idents = [topic + layout.SEPARATOR + tid for topic, tid in names]
     h = core.handles
     cf_timers, cf_ids = h.handles["timers"], h.handles["ids"]
-    timer_key, u64, encode, read_u64 = codec.timer_key, codec.u64, codec.encode, codec.read_u64
+    timer_key, u64, encode, read_u64 = layout.timer_key, layout.u64, records.encode, layout.read_u64
     with core.lock:
         old_values = multi_get(h.cfs["ids"], idents)
         _refuse_too_late(core, timers, names, old_values)
@@ -46,7 +48,7 @@ def schedule(core: RocksCore, timers: Sequence[NewTimer], now_ms: int) -> list[S
             elif previous_ms != key_ms:
                 delete(timer_key(previous_ms, topic, tid), cf_timers)
             record = (timer.payload, timer.headers, now_ms, deliver_ms, 0, timer.binary)
-            put(timer_key(key_ms, topic, tid), encode(record), cf_timers)  # codec.TimerRecord
+            put(timer_key(key_ms, topic, tid), encode(record), cf_timers)  # records.TimerRecord
             put(ident, u64(key_ms), cf_ids)
             latest[ident] = key_ms
             results.append(
@@ -69,7 +71,7 @@ def _refuse_too_late(
             continue
         if len(old) != _PENDING_BYTES:
             raise _too_late(i, timers[i], TimerState.DELIVERED, "was already delivered")
-        if in_flight and codec.timer_key(codec.read_u64(old), *names[i]) in in_flight:
+        if in_flight and layout.timer_key(layout.read_u64(old), *names[i]) in in_flight:
             raise _too_late(i, timers[i], TimerState.IN_FLIGHT, "is being delivered")
 
 
@@ -80,9 +82,9 @@ def _too_late(index: int, timer: NewTimer, state: TimerState, what: str) -> Conf
 
 
 def cancel(core: RocksCore, idents: Sequence[tuple[str, str]]) -> list[CancelResult]:
-    names = [(codec.validate_name("topic", t), codec.validate_name("id", i)) for t, i in idents]
+    names = [(validate_name("topic", t), validate_name("id", i)) for t, i in idents]
     h = core.handles
-    keys = [codec.ident_key(t, i) for t, i in names]
+    keys = [layout.ident_key(t, i) for t, i in names]
     with core.lock:
         old_values = multi_get(h.cfs["ids"], keys)
         batch = rd.WriteBatch(raw_mode=True)
@@ -97,7 +99,7 @@ def cancel(core: RocksCore, idents: Sequence[tuple[str, str]]) -> list[CancelRes
                 unseen.append(i)
             elif len(old) != _PENDING_BYTES:
                 results[i] = CancelResult(CancelOutcome.TOO_LATE, TimerState.DELIVERED)
-            elif (key := codec.timer_key(codec.read_u64(old), *names[i])) in core.in_flight:
+            elif (key := layout.timer_key(layout.read_u64(old), *names[i])) in core.in_flight:
                 results[i] = CancelResult(CancelOutcome.TOO_LATE, TimerState.IN_FLIGHT)
             else:
                 batch.delete(key, h.handles["timers"])

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 import msgspec
 
-from storage import codec
-from storage.codec import DeadLetter, LogMessage
 from storage.protocol import LOG_SINK, DueTimer
+from storage.records import DeadLetter, LogMessage
+from storage.rocks import keys as layout
 from storage.wheel.core import Entry, WheelCore
 from storage.wheel.dequeue import SlotWalk
 from storage.wheel.layout import (
@@ -39,7 +39,7 @@ Rolls = list[tuple[SchedRec | CancelRec, Entry | None]]
 
 def handle(timer: DueTimer) -> tuple[int, int]:
     """(incarnation seq, slot time) from a DueTimer's key."""
-    return codec.read_u64(timer.key, 0), codec.read_u64(timer.key, 8)
+    return layout.read_u64(timer.key, 0), layout.read_u64(timer.key, 8)
 
 
 def due(c: WheelCore, now_ms: int, limit: int) -> list[DueTimer]:
@@ -105,7 +105,7 @@ def _dequeue_unit(c: WheelCore, unit: Unit, out: list[DueTimer], rolls: Rolls) -
         return
     c.in_flight[unit.seq] = walk.slot_ms
     c.outstanding[walk.slot_ms] += 1
-    key = codec.u64(unit.seq) + codec.u64(walk.slot_ms)
+    key = layout.u64(unit.seq) + layout.u64(walk.slot_ms)
     out.append(DueTimer(key, body.topic, body.id, body.key_ms, body.record))
 
 
@@ -175,7 +175,7 @@ def commit_delivered(
             offset = next_offset.get(t.topic, c.cq.length(t.topic))
             next_offset[t.topic] = offset + 1
             r = t.record
-            message = LogMessage(t.id, r.payload, r.headers, r.binary, r.requested_deliver_ms,
+            message = LogMessage(t.id, r.payload, r.headers, r.binary, r.requested_deliver_at_ms,
                                  t.key_ms, delivered_ms, r.attempts + 1)  # fmt: skip
         records.append(DeliveredRec(handle(t)[0], t.topic, t.id, offset, message, sink))
         offsets.append(offset)

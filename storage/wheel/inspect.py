@@ -17,9 +17,10 @@ from collections.abc import Sequence
 
 import msgspec
 
-from storage import codec
 from storage.errors import InvalidInputError
+from storage.names import validate_name
 from storage.protocol import LoggedMessage, TimerPage, TimerState, TimerView
+from storage.rocks import keys as layout
 from storage.wheel.core import WheelCore
 from storage.wheel.layout import DeadRec, DeliveredRec, SchedRec
 
@@ -46,14 +47,16 @@ def pending_view(core: WheelCore, topic: str, timer_id: str) -> TimerView | None
     assert isinstance(body, SchedRec)
     r = body.record
     state = TimerState.IN_FLIGHT if entry.seq in core.in_flight else TimerState.PENDING
-    return TimerView(topic, timer_id, state, entry.key_ms, r.requested_deliver_ms, r.created_ms,
-                     r.attempts, r.payload, r.headers, r.binary)  # fmt: skip
+    return TimerView(
+        topic, timer_id, state, entry.key_ms, r.requested_deliver_at_ms, r.created_at_ms,
+        r.attempts, r.payload, r.headers, r.binary,
+    )  # fmt: skip
 
 
 def dead_view(rec: DeadRec) -> TimerView:
     letter, r = rec.letter, rec.letter.record
     return TimerView(rec.topic, rec.id, TimerState.DEAD_LETTERED, letter.key_ms,
-                     r.requested_deliver_ms, r.created_ms, r.attempts, r.payload, r.headers,
+                     r.requested_deliver_at_ms, r.created_at_ms, r.attempts, r.payload, r.headers,
                      r.binary, last_error=letter.last_error)  # fmt: skip
 
 
@@ -74,7 +77,7 @@ def list_pending(
     cursor: str | None,
 ) -> TimerPage:
     if topic is not None:
-        codec.validate_name("topic", topic)
+        validate_name("topic", topic)
     if limit < 1:
         raise InvalidInputError("limit must be at least 1", field="limit")
     after: _Cursor = (-1, "", "")
@@ -112,7 +115,7 @@ def read_log(core: WheelCore, topic: str, offset: int, limit: int) -> list[Logge
         assert isinstance(rec, DeliveredRec) and rec.message is not None
         m = rec.message
         out.append(LoggedMessage(start + n, m.id, m.payload, m.headers, m.binary,
-                                 m.requested_deliver_ms, m.delivered_ms))  # fmt: skip
+                                 m.requested_deliver_at_ms, m.delivered_ms))  # fmt: skip
     return out
 
 
@@ -127,11 +130,13 @@ def dead_letters(core: WheelCore, topic: str | None, limit: int, after: str | No
                 "cursor is not one this service returned", field="after"
             ) from None
     keys = sorted(
-        codec.ident_key(t.encode(), i.encode()) for t, i in core.dead if topic is None or t == topic
+        layout.ident_key(t.encode(), i.encode())
+        for t, i in core.dead
+        if topic is None or t == topic
     )
     keys = [k for k in keys if k > start]
     page = keys[:limit]
-    views = [dead_view(core.dead[codec.split_ident(k)]) for k in page]
+    views = [dead_view(core.dead[layout.split_ident(k)]) for k in page]
     more = len(keys) > limit
     next_cursor = base64.urlsafe_b64encode(page[-1]).decode() if more and page else None
     return TimerPage(views, next_cursor)

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from storage.codec import DeadLetter, LogMessage, TimerRecord
+from storage.records import DeadLetter, LogMessage, TimerRecord
 
 UNIT = struct.Struct(">iqiqiqiIq")
 UNIT_SIZE = UNIT.size  # 52

@@ -28,9 +28,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from storage import codec
-from storage.codec import TimerRecord
 from storage.errors import ConflictError, NotFoundError, StoreClosedError
+from storage.names import validate_name
 from storage.protocol import (
     CancelOutcome,
     CancelResult,
@@ -45,6 +44,7 @@ from storage.protocol import (
     TimerView,
     TopicInfo,
 )
+from storage.records import TimerRecord
 from storage.wheel import delivery, inspect
 from storage.wheel.core import WheelCore
 from storage.wheel.layout import (
@@ -80,7 +80,7 @@ class WheelTimerStore:
     # ----------------------------------------------------------------- writes
     def schedule(self, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
         for t in timers:
-            codec.validate_name("topic", t.topic), codec.validate_name("id", t.id)
+            validate_name("topic", t.topic), validate_name("id", t.id)
         with self._lock:
             c = self.core
             c.note_now(now_ms)
@@ -111,7 +111,7 @@ class WheelTimerStore:
 
     def cancel(self, idents: Sequence[tuple[str, str]]) -> list[CancelResult]:
         for topic, tid in idents:
-            codec.validate_name("topic", topic), codec.validate_name("id", tid)
+            validate_name("topic", topic), validate_name("id", tid)
         with self._lock:
             c = self.core
             records: list[Record] = []
@@ -170,7 +170,7 @@ class WheelTimerStore:
 
     # ----------------------------------------------------------------- dead letters
     def replay_dead_letter(self, topic: str, timer_id: str, now_ms: int) -> ScheduleResult:
-        codec.validate_name("topic", topic), codec.validate_name("id", timer_id)
+        validate_name("topic", topic), validate_name("id", timer_id)
         ident = (topic, timer_id)
         with self._lock:
             c = self.core
@@ -191,7 +191,7 @@ class WheelTimerStore:
             ]
             c.enqueue_records(records, c.append(records))
             del c.dead[ident]
-        return ScheduleResult(topic, timer_id, key_ms, record.created_ms, False)
+        return ScheduleResult(topic, timer_id, key_ms, record.created_at_ms, False)
 
     def purge_dead_letters(self, topic: str | None = None) -> int:
         with self._lock:
@@ -210,7 +210,7 @@ class WheelTimerStore:
 
     # ----------------------------------------------------------------- reads
     def get(self, topic: str, timer_id: str) -> TimerView | None:
-        codec.validate_name("topic", topic), codec.validate_name("id", timer_id)
+        validate_name("topic", topic), validate_name("id", timer_id)
         with self._lock:
             return inspect.get(self.core, topic, timer_id)
 
@@ -231,7 +231,7 @@ class WheelTimerStore:
             return inspect.count_due_before(self.core, deadlines_ms, cap)
 
     def read_log(self, topic: str, offset: int, limit: int) -> list[LoggedMessage]:
-        codec.validate_name("topic", topic)
+        validate_name("topic", topic)
         with self._lock:
             return inspect.read_log(self.core, topic, offset, limit)
 

@@ -40,7 +40,7 @@ def stage(
             ):
                 files.append(StagedFile(f, path, n, nbytes, first.hex(), last.hex()))
     manifest = Manifest(
-        created_ms=now_ms,
+        created_at_ms=now_ms,
         floor_ms=floor_ms,
         files=files,
         pending_by_topic=dict(Counter(e.topic for e in winners.values())),

@@ -110,7 +110,11 @@ def test_export_deliveries_from_a_store_then_analyze(spark, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["deliveries"] == 21
     table = pq.read_table(tmp_path / "x").to_pylist()
     late = next(r for r in table if r["id"] == "late")
-    assert (late["deliver_at_ms"], late["created_ms"], late["store"]) == (T0 - 5_000, T0, "rocks")
+    assert (late["deliver_at_ms"], late["created_at_ms"], late["store"]) == (
+        T0 - 5_000,
+        T0,
+        "rocks",
+    )
     assert late["key_ms"] == T0 - 5_000 and late["delivered_at_ms"] == T0 + 250
     for r in table:
         assert r["deliver_at_ms"] <= r["delivered_at_ms"] <= r["deliver_at_ms"] + 250 or r is late

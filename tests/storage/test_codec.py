@@ -8,18 +8,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage import codec
-from storage.codec import TimerRecord
+from storage import records
 from storage.errors import InvalidInputError
+from storage.names import validate_name
+from storage.records import TimerRecord
+from storage.rocks import keys as layout
 
 SAFE = string.ascii_letters + string.digits + "._:-"
 names = st.text(alphabet=SAFE, min_size=1, max_size=128)
-times = st.integers(min_value=0, max_value=codec.U64_MAX)
+times = st.integers(min_value=0, max_value=layout.U64_MAX)
 
 
 @given(st.lists(st.tuples(times, names, names), min_size=2, max_size=50))
 def test_key_byte_order_equals_time_topic_id_order(items):
-    keys = [codec.timer_key(ms, t.encode(), i.encode()) for ms, t, i in items]
+    keys = [layout.timer_key(ms, t.encode(), i.encode()) for ms, t, i in items]
     by_bytes = sorted(range(len(items)), key=lambda n: keys[n])
     by_tuple = sorted(range(len(items)), key=lambda n: (items[n][0], items[n][1], items[n][2]))
     assert [items[n] for n in by_bytes] == [items[n] for n in by_tuple]
@@ -27,9 +29,9 @@ def test_key_byte_order_equals_time_topic_id_order(items):
 
 @given(times, names, names)
 def test_timer_key_round_trips(ms, topic, timer_id):
-    key = codec.timer_key(ms, topic.encode(), timer_id.encode())
-    assert codec.decode_timer_key(key) == (ms, topic, timer_id)
-    assert codec.split_ident(codec.ident_key(topic.encode(), timer_id.encode())) == (
+    key = layout.timer_key(ms, topic.encode(), timer_id.encode())
+    assert layout.decode_timer_key(key) == (ms, topic, timer_id)
+    assert layout.split_ident(layout.ident_key(topic.encode(), timer_id.encode())) == (
         topic,
         timer_id,
     )
@@ -45,12 +47,12 @@ def test_timer_key_round_trips(ms, topic, timer_id):
 )
 def test_record_round_trips(payload, headers, created, requested, attempts, binary):
     record = TimerRecord(payload, headers, created, requested, attempts, binary)
-    assert codec.decode_record(codec.encode(record)) == record
+    assert records.decode_record(records.encode(record)) == record
 
 
 @given(names)
 def test_valid_names_pass(name):
-    assert codec.validate_name("topic", name) == name.encode()
+    assert validate_name("topic", name) == name.encode()
 
 
 @pytest.mark.parametrize("field", ["topic", "id"])
@@ -63,6 +65,6 @@ def test_valid_names_pass(name):
 )
 def test_invalid_names_rejected_with_field_named(field, bad):
     with pytest.raises(InvalidInputError) as info:
-        codec.validate_name(field, bad)
+        validate_name(field, bad)
     assert info.value.field == field
     assert field in info.value.message

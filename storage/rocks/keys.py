@@ -1,0 +1,78 @@
+"""The RocksDB store's key layout (format 2): the one implementation every writer uses.
+
+Column families and their keys (``|`` is concatenation, not a byte)::
+
+    timers:    +----------------+--------+------+-------+
+               | u64be deliver  | topic  | 0x00 |  id   |  -> TimerRecord (msgpack array)
+               | ms (8 bytes)   | 1..128 |      | 1..128|
+               +----------------+--------+------+-------+
+    ids:       | topic | 0x00 | id |                      -> u64be key time (pending, 8 bytes)
+                                                            or b"D" + DeliveredRecord
+    topiclog:  | topic | 0x00 | u64be first offset |      -> LogPage (msgpack array): the
+                                                            messages of one commit, offsets
+                                                            first.., read by seek_for_prev
+    deadletter:| topic | 0x00 | id |                      -> DeadLetter (msgpack array)
+    journal:   | u64be delivered ms | u64be sequence |     -> list[JournalEntry]
+    meta:      | ascii name |                             -> small values (counters,
+                                                            format_version = 2)
+    control:   owned by storage.rocks.control (routes, consumer groups)
+
+Big-endian time first makes byte order equal (deliver_ms, topic, id) order, so "every
+timer due by now" is one forward scan bounded above by ``u64be(now + 1)``. Topic and id
+are restricted by ``storage.names`` to ``[A-Za-z0-9._:-]`` (1..128 bytes), so 0x00
+never occurs inside them and can separate them: ``(topic, id)`` order is preserved
+because 0x00 sorts before every allowed byte.
+"""
+
+from __future__ import annotations
+
+import struct
+
+SEPARATOR = b"\x00"
+_U64 = struct.Struct(">Q")
+U64_MAX = (1 << 64) - 1
+DELIVERED_TAG = b"D"  # ids values: 8 bytes = pending key time; DELIVERED_TAG + record
+
+
+def u64(value: int) -> bytes:
+    return _U64.pack(value)
+
+
+def read_u64(raw: bytes, at: int = 0) -> int:
+    return int(_U64.unpack_from(raw, at)[0])
+
+
+def ident_key(topic: bytes, timer_id: bytes) -> bytes:
+    """``topic | 0x00 | id``: the key of ids, done and deadletter."""
+    return topic + SEPARATOR + timer_id
+
+
+def split_ident(ident: bytes) -> tuple[str, str]:
+    topic, _, timer_id = ident.partition(SEPARATOR)
+    return topic.decode(), timer_id.decode()
+
+
+def timer_key(deliver_ms: int, topic: bytes, timer_id: bytes) -> bytes:
+    """``u64be(deliver_ms) | topic | 0x00 | id``: the key of the timers family."""
+    return _U64.pack(deliver_ms) + topic + SEPARATOR + timer_id
+
+
+def timer_key_ms(key: bytes) -> int:
+    return int(_U64.unpack_from(key, 0)[0])
+
+
+def decode_timer_key(key: bytes) -> tuple[int, str, str]:
+    topic, timer_id = split_ident(key[8:])
+    return timer_key_ms(key), topic, timer_id
+
+
+def log_key(topic: bytes, offset: int) -> bytes:
+    return topic + SEPARATOR + _U64.pack(offset)
+
+
+def log_key_offset(key: bytes) -> int:
+    return int(_U64.unpack_from(key, len(key) - 8)[0])
+
+
+def journal_key(delivered_ms: int, sequence: int) -> bytes:
+    return _U64.pack(delivered_ms) + _U64.pack(sequence)
