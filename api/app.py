@@ -18,9 +18,9 @@ from api.errors import install_error_handlers
 from api.routes import admin, deadletters, health, stats, timers, topics
 from app.clock import Clock
 from app.config import Settings
+from app.engine.sinks import Sink
 from app.housekeeping import Housekeeper
 from app.service import TimerService
-from app.sink import Sink
 
 DESCRIPTION = """A durable timer service for delayed messages.
 

@@ -26,8 +26,8 @@ from app import stats as stats_mod
 from app.clock import Clock, SystemClock
 from app.config import Settings
 from app.engine import Engine
+from app.engine.sinks import Sink
 from app.notify import TopicNotifier
-from app.sink import Sink
 from app.stats import ServiceStats
 from app.stores import open_store
 from app.timer_requests import (

@@ -4,6 +4,10 @@
 2. store.schedule: batches of 1000 timers with 200-byte payloads;
 3. scan + dispatch + commit into the embedded topic log (Engine.run_once).
 
+``--stores rocks,heap`` adds the in-memory heap (``bench.systems.heap``, no durability) as
+a reference row: the same timers scheduled into and popped from a Python ``heapq``, the
+ceiling of what any store's bookkeeping costs in this interpreter.
+
 Each figure is the median of ``--repeats`` runs on a fresh database (min and max are
 printed beside it). Run: ``make bench-core`` or ``python -m bench.core_throughput``.
 """
@@ -24,6 +28,8 @@ import rocksdict as rd
 
 from app.clock import FakeClock
 from app.engine import Engine, EngineSettings
+from bench.systems.base import BenchTimer
+from bench.systems.heap import HeapSystem
 from storage import records
 from storage.protocol import NewTimer, TimerStore
 from storage.rocks import RocksSettings, RocksTimerStore
@@ -89,6 +95,21 @@ def delivery_rate(store: TimerStore, count: int) -> float:
     return delivered / elapsed
 
 
+def heap_rates(batches: list[list[NewTimer]], path: str) -> tuple[float, float]:
+    """(schedule/s, deliver/s) of the in-memory heap on the same timers."""
+    heap = HeapSystem("heap", path)
+    bench_batches = [[BenchTimer(t.id, t.deliver_at_ms, t.payload) for t in b] for b in batches]
+    count = sum(len(b) for b in batches)
+    started = time.perf_counter()
+    for batch in bench_batches:
+        heap.schedule(batch, START_MS)
+    scheduled = time.perf_counter()
+    delivered = heap.run_due(START_MS + 10 * 3_600_000)
+    finished = time.perf_counter()
+    assert delivered == count, (delivered, count)
+    return count / (scheduled - started), count / (finished - scheduled)
+
+
 def open_rocks(path: str) -> TimerStore:
     return RocksTimerStore(RocksSettings(path))
 
@@ -98,6 +119,7 @@ def open_wheel(path: str) -> TimerStore:
 
 
 STORES: dict[str, Callable[[str], TimerStore]] = {"rocks": open_rocks, "wheel": open_wheel}
+REFERENCES = ("heap",)
 
 
 def measure(store_name: str, count: int, repeats: int) -> dict[str, list[float]]:
@@ -106,6 +128,11 @@ def measure(store_name: str, count: int, repeats: int) -> dict[str, list[float]]
     for _ in range(repeats):
         with tempfile.TemporaryDirectory(prefix="bench-core-") as tmp:
             runs["raw_puts_per_s"].append(raw_put_rate(batches, os.path.join(tmp, "raw")))
+            if store_name == "heap":
+                scheduled, delivered = heap_rates(batches, os.path.join(tmp, "heap"))
+                runs["schedule_per_s"].append(scheduled)
+                runs["deliver_per_s"].append(delivered)
+                continue
             store = STORES[store_name](os.path.join(tmp, store_name))
             try:
                 runs["schedule_per_s"].append(schedule_rate(store, batches))
@@ -126,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timers", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--stores", default="rocks", help=f"comma list of {sorted(STORES)}")
+    parser.add_argument(
+        "--stores", default="rocks", help=f"comma list of {sorted(STORES) + list(REFERENCES)}"
+    )
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args(argv)
     result: dict[str, object] = {
@@ -148,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         for key in ("raw_puts_per_s", "schedule_per_s", "deliver_per_s"):
             f = figures[key]
             print(f"  {key:16s} {f['median']:>10,.0f}  ({f['min']:,.0f}..{f['max']:,.0f})")
-        print(f"  schedule / raw   {sched / raw:.2f}   (target >= 0.50)")
-        print(f"  deliver          {deliver:,.0f}/s (target >= 200,000/s)")
+        print(f"  schedule / raw   {sched / raw:.2f}   (rocks target >= 0.50)")
+        print(f"  deliver / raw    {deliver / raw:.2f}   (rocks target >= 0.35)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

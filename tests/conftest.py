@@ -20,6 +20,12 @@ class FlakySink:
         self.failures = failures
         self.calls = 0
 
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
     def deliver(self, batch: object) -> None:
         self.calls += 1
         if self.calls <= self.failures:

@@ -10,7 +10,7 @@ import msgspec
 
 from app.clock import FakeClock, SystemClock
 from app.engine import Engine, EngineSettings
-from app.sink import TopicLogSink
+from app.engine.sinks import TopicLogSink
 from bench.systems.base import TOPIC, BenchSystem, BenchTimer
 from storage.protocol import DueTimer, NewTimer, TimerStore
 from storage.rocks import RocksSettings, RocksTimerStore

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from app.clock import FakeClock
+from app.engine.sinks import Sink
 from app.service import TimerService
-from app.sink import Sink
 from tests.api.helpers import T0_MS, FakeApi, ThreadServer, make_settings
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 
-from app.sink import CallbackSink
-from storage.protocol import LOG_SINK, DueTimer
+from app.engine.sinks import CallbackSink
+from storage.protocol import DueTimer
 from tests.api.helpers import T0_MS, FakeApi
 
 
@@ -186,10 +186,14 @@ def test_stats_counts_and_due_buckets(fake_api: FakeApi) -> None:
     assert stats["lateness"]["max_ms"] is not None
 
 
-class _FailingSink:
+class _FailingSink(CallbackSink):
     name = "failing"
 
-    def deliver(self, batch: Sequence[DueTimer]) -> None:
+    def __init__(self) -> None:
+        super().__init__(self._refuse)
+
+    @staticmethod
+    def _refuse(batch: Sequence[DueTimer]) -> None:
         raise ConnectionError("broker down")
 
 
@@ -220,5 +224,11 @@ def test_health_ready_and_503_while_shutting_down(fake_api: FakeApi) -> None:
     assert fake_api.client.get("/healthz").status_code == 200
 
 
-def test_callback_sink_is_not_the_topic_log() -> None:
-    assert CallbackSink(lambda batch: None).name == "callback" != LOG_SINK
+def test_a_callback_sink_takes_the_timer_instead_of_the_topic_log(fake_api_factory) -> None:
+    received: list[DueTimer] = []
+    api: FakeApi = fake_api_factory(sink=CallbackSink(received.extend))
+    _schedule(api, topic="cb", id="x", delay_ms=0, payload="p")
+    assert api.deliver_due() == 1
+    assert [(t.topic, t.id, t.record.payload) for t in received] == [("cb", "x", b"p")]
+    assert api.client.get("/v1/topics/cb/messages").json()["messages"] == []
+    assert api.client.get("/v1/timers/cb/x").json()["state"] == "delivered"

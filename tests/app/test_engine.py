@@ -8,9 +8,9 @@ import time
 import pytest
 
 from app.clock import SystemClock
-from app.dispatcher import backoff_ms
 from app.engine import Engine, EngineSettings
-from app.sink import CallbackSink
+from app.engine.dispatcher import backoff_ms
+from app.engine.sinks import CallbackSink
 from storage.protocol import NewTimer, TimerState
 
 NOW = 1_700_000_000_000

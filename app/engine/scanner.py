@@ -6,8 +6,8 @@ import threading
 import time
 
 from app.clock import Clock
-from app.delivery_queue import DeliveryQueue
-from app.stage import StageThread
+from app.engine.delivery_queue import DeliveryQueue
+from app.engine.stage import StageThread
 from storage.protocol import TimerStore
 
 

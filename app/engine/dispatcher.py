@@ -14,10 +14,10 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from app.clock import Clock
-from app.delivery_queue import Batch, DeliveryQueue
+from app.engine.delivery_queue import Batch, DeliveryQueue
+from app.engine.sinks import Sink
+from app.engine.stage import StageThread
 from app.metrics import LatenessWindow
-from app.sink import Sink
-from app.stage import StageThread
 from storage.protocol import DueTimer, TimerStore
 
 log = logging.getLogger(__name__)

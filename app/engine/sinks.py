@@ -17,7 +17,15 @@ from storage.protocol import LOG_SINK, DueTimer
 
 
 class Sink(Protocol):
+    """A stage the dispatcher calls: ``start`` opens what it needs (a connection pool),
+    ``stop`` closes it; it has no ``run_once`` because it does no work unless handed a batch.
+    """
+
     name: str  # recorded with each delivery; LOG_SINK makes the store append to the topic log
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
 
     def deliver(self, batch: Sequence[DueTimer]) -> None: ...
 
@@ -26,6 +34,12 @@ class TopicLogSink:
     """The embedded per-topic log: delivery happens atomically in the store's commit."""
 
     name = LOG_SINK
+
+    def start(self) -> None:
+        return None  # the store is the log: nothing to open
+
+    def stop(self) -> None:
+        return None
 
     def deliver(self, batch: Sequence[DueTimer]) -> None:
         return None
@@ -38,6 +52,12 @@ class CallbackSink:
 
     def __init__(self, callback: Callable[[Sequence[DueTimer]], None]) -> None:
         self._callback = callback
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
 
     def deliver(self, batch: Sequence[DueTimer]) -> None:
         self._callback(batch)

@@ -17,6 +17,13 @@ Batch = list[DueTimer]
 
 
 class DeliveryQueue:
+    """A passive stage: it does no work of its own, so it has no ``run_once``.
+
+    ``stop`` closes it: every waiter wakes at once and no call waits any more (``get``
+    still hands out what is queued, for the engine's drain); ``start`` opens it again.
+    A new queue is open, so ``Engine.run_once`` works without starting anything.
+    """
+
     def __init__(self, capacity_timers: int) -> None:
         if capacity_timers < 1:
             raise ValueError("capacity_timers must be at least 1")
@@ -24,6 +31,20 @@ class DeliveryQueue:
         self._batches: deque[Batch] = deque()
         self._depth = 0
         self._cond = threading.Condition()
+        self._closed = False
+
+    def start(self) -> None:
+        with self._cond:
+            self._closed = False
+
+    def stop(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def depth(self) -> int:
@@ -45,7 +66,7 @@ class DeliveryQueue:
         """The oldest batch, waiting up to ``timeout_s`` for one; None when none came."""
         with self._cond:
             if not self._batches and timeout_s > 0:
-                self._cond.wait_for(lambda: bool(self._batches), timeout_s)
+                self._cond.wait_for(lambda: bool(self._batches) or self._closed, timeout_s)
             if not self._batches:
                 return None
             batch = self._batches.popleft()
@@ -55,11 +76,13 @@ class DeliveryQueue:
 
     def wait_for_space(self, timeout_s: float) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: self._depth < self.capacity, timeout_s)
+            return self._cond.wait_for(
+                lambda: self._depth < self.capacity or self._closed, timeout_s
+            )
 
     def wait_until_empty(self, timeout_s: float) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: self._depth == 0, timeout_s)
+            return self._cond.wait_for(lambda: self._depth == 0 or self._closed, timeout_s)
 
     def drain(self) -> list[Batch]:
         """Take every queued batch at once (engine stop)."""

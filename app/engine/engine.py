@@ -12,11 +12,11 @@ from collections.abc import Callable
 import msgspec
 
 from app.clock import Clock
-from app.delivery_queue import DeliveryQueue
-from app.dispatcher import Dispatcher
+from app.engine.delivery_queue import DeliveryQueue
+from app.engine.dispatcher import Dispatcher
+from app.engine.scanner import Scanner
+from app.engine.sinks import Sink, TopicLogSink
 from app.metrics import LatenessWindow
-from app.scanner import Scanner
-from app.sink import Sink, TopicLogSink
 from storage.protocol import TimerStore
 
 log = logging.getLogger(__name__)
@@ -48,10 +48,11 @@ class Engine:
         self.queue = DeliveryQueue(s.queue_capacity)
         self.lateness = LatenessWindow(s.lateness_window)
         self.scanner = Scanner(store, self.queue, clock, tick_ms=s.tick_ms, batch_size=s.scan_batch)
+        self.sink = sink or TopicLogSink()
         self.dispatcher = Dispatcher(
             store,
             self.queue,
-            sink or TopicLogSink(),
+            self.sink,
             clock,
             max_attempts=s.max_attempts,
             backoff_base_ms=s.backoff_base_ms,
@@ -65,6 +66,9 @@ class Engine:
         return self.scanner.running and self.dispatcher.running
 
     def start(self) -> None:
+        """Start the stages from the sink up, so nothing is handed to a stage not yet open."""
+        self.sink.start()
+        self.queue.start()
         self.dispatcher.start()
         self.scanner.start()
 
@@ -86,6 +90,8 @@ class Engine:
         if self.dispatcher.running:
             self.queue.wait_until_empty(self.settings.stop_drain_ms / 1000)
         self.dispatcher.stop()
+        self.queue.stop()
+        self.sink.stop()
         leftovers = self.queue.drain()
         for batch in leftovers:
             self.store.release(batch)
