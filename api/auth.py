@@ -11,10 +11,9 @@ import hmac
 
 from fastapi import Request
 
-from api.errors import ApiError
 from app.config import Settings
 from app.service import TimerService
-from storage.errors import StoreClosedError
+from storage.errors import StoreClosedError, UnauthorizedError
 
 
 def _bearer(request: Request) -> bytes | None:
@@ -39,12 +38,7 @@ def key_matches(token: bytes | None, keys: tuple[str, ...]) -> bool:
 
 def _require(request: Request, keys: tuple[str, ...]) -> None:
     if keys and not key_matches(_bearer(request), keys):
-        raise ApiError(
-            401,
-            "unauthorized",
-            "a valid API key is required: Authorization: Bearer <key>",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        raise UnauthorizedError("a valid API key is required: Authorization: Bearer <key>")
 
 
 def _accepting(request: Request) -> None:

@@ -13,10 +13,9 @@ from typing import Generic, Literal, TypeVar
 import msgspec
 from fastapi import Request
 
-from api.errors import ApiError, invalid_from_msgspec, malformed
+from api.errors import invalid_from_msgspec, malformed
 from api.schemas import TimerBatchCreate, TimerBatchRaw, TimerCreate
-from app.timer_requests import Problem
-from storage.errors import InvalidInputError
+from storage.errors import InvalidInputError, Problem, TooLargeError, UnsupportedMediaTypeError
 
 T = TypeVar("T")
 Kind = Literal["json", "msgpack"]
@@ -35,7 +34,7 @@ def media_kind(request: Request, allowed: Sequence[Kind]) -> Kind:
     )
     if kind is None or kind not in allowed:
         names = " or ".join(MEDIA_TYPES[k] for k in allowed)
-        raise ApiError(415, "unsupported_media_type", f"Content-Type must be {names}, got {base}")
+        raise UnsupportedMediaTypeError(f"Content-Type must be {names}, got {base}")
     return kind
 
 
@@ -54,10 +53,8 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _too_large(limit: int) -> ApiError:
-    return ApiError(
-        413, "too_large", f"the request body must be at most {limit} bytes", field="body"
-    )
+def _too_large(limit: int) -> TooLargeError:
+    return TooLargeError(f"the request body must be at most {limit} bytes", field="body")
 
 
 class BodyDecoder(Generic[T]):

@@ -1,9 +1,9 @@
 """The one mapping from errors to HTTP responses, and the error shape.
 
 Every error body is ``{"error": {"code", "message", "field"?}}`` (plus ``state`` for a
-409 and ``problems`` when a batch has several bad items). Domain errors come from the
-one hierarchy in ``storage.errors``; ``ApiError`` covers what only HTTP knows (401, 413,
-415). Bad input never becomes a 500: msgspec and FastAPI validation errors are 422s.
+409 and ``problems`` when a batch has several bad items). Every error we raise comes from
+the one hierarchy in ``storage.errors`` and gets its status from ``DOMAIN_STATUS``, the one
+table. Bad input never becomes a 500: msgspec and FastAPI validation errors are 422s.
 """
 
 from __future__ import annotations
@@ -19,42 +19,32 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from api.schemas import ErrorBody, ErrorDetail, ProblemItem
-from app.timer_requests import InvalidBatchError
 from storage.errors import (
     ConflictError,
     InvalidInputError,
     NotFoundError,
     StoreClosedError,
     TimerStoreError,
+    TooLargeError,
+    UnauthorizedError,
+    UnsupportedError,
+    UnsupportedMediaTypeError,
 )
 
 log = logging.getLogger(__name__)
 
-DOMAIN_STATUS: tuple[tuple[type[TimerStoreError], int], ...] = (
-    (InvalidInputError, 422),
-    (NotFoundError, 404),
-    (ConflictError, 409),
-    (StoreClosedError, 503),
+DOMAIN_STATUS: tuple[tuple[type[TimerStoreError], int, dict[str, str] | None], ...] = (
+    (InvalidInputError, 422, None),
+    (UnauthorizedError, 401, {"WWW-Authenticate": "Bearer"}),
+    (NotFoundError, 404, None),
+    (ConflictError, 409, None),
+    (UnsupportedError, 409, None),
+    (TooLargeError, 413, None),
+    (UnsupportedMediaTypeError, 415, None),
+    (StoreClosedError, 503, {"Retry-After": "1"}),
 )
 _AT_PATH = re.compile(r" - at `\$\.?(.*)`$")
 _UNKNOWN = re.compile(r"Object contains unknown field `(.*)`")
-
-
-class ApiError(Exception):
-    """An error only HTTP knows about: wrong credentials, body too large, media type."""
-
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        *,
-        field: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-        self.field, self.headers = field, headers
 
 
 def error_response(
@@ -68,21 +58,24 @@ def error_response(
     )
 
 
-def domain_status(exc: TimerStoreError) -> int:
-    for kind, status in DOMAIN_STATUS:
+def domain_status(exc: TimerStoreError) -> tuple[int, dict[str, str] | None]:
+    """(status, extra headers) of a domain error; a new error class without a row is a 500."""
+    for kind, status, headers in DOMAIN_STATUS:
         if isinstance(exc, kind):
-            return status
-    return 500
+            return status, headers
+    return 500, None
 
 
 def domain_response(exc: TimerStoreError) -> Response:
     detail = ErrorDetail(exc.code, exc.message, exc.field)
     if isinstance(exc, ConflictError):
         detail.state = exc.state
-    if isinstance(exc, InvalidBatchError):
+    if isinstance(exc, InvalidInputError) and exc.problems:
         detail.problems = [ProblemItem(p.field, p.message, p.index) for p in exc.problems]
-    headers = {"Retry-After": "1"} if isinstance(exc, StoreClosedError) else None
-    return error_response(domain_status(exc), detail, headers)
+    status, headers = domain_status(exc)
+    if status == 500:
+        log.error("no HTTP status for %s: %s", type(exc).__name__, exc.message)
+    return error_response(status, detail, headers)
 
 
 def invalid_from_msgspec(exc: msgspec.ValidationError, prefix: str = "") -> InvalidInputError:
@@ -105,11 +98,6 @@ def malformed(exc: msgspec.DecodeError, kind: str) -> InvalidInputError:
 async def _domain_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, TimerStoreError)
     return domain_response(exc)
-
-
-async def _api_handler(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, ApiError)
-    return error_response(exc.status, ErrorDetail(exc.code, exc.message, exc.field), exc.headers)
 
 
 async def _request_validation_handler(request: Request, exc: Exception) -> Response:
@@ -140,7 +128,6 @@ async def _unexpected_handler(request: Request, exc: Exception) -> Response:
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(TimerStoreError, _domain_handler)
-    app.add_exception_handler(ApiError, _api_handler)
     app.add_exception_handler(RequestValidationError, _request_validation_handler)
     app.add_exception_handler(HTTPException, _http_handler)
     app.add_exception_handler(Exception, _unexpected_handler)

@@ -37,13 +37,15 @@ from app.timer_requests import (
     to_new_timer,
     to_new_timers,
 )
-from storage.errors import ConflictError, NotFoundError, StoreClosedError
+from storage.errors import ConflictError, NotFoundError, StoreClosedError, UnsupportedError
 from storage.protocol import (
     CancelOutcome,
     HousekeepingReport,
+    IngestReport,
     LoggedMessage,
     NewTimer,
     ScheduleResult,
+    SupportsIngest,
     TimerPage,
     TimerStore,
     TimerView,
@@ -180,6 +182,13 @@ class TimerService:
             except ConflictError as exc:
                 raise _shifted(exc, start, stored=len(results)) from None
         return results
+
+    async def ingest(self, stage_dir: str, *, replace: bool = False) -> IngestReport:
+        """Ingest a staged bulk import into the running store (only stores that can)."""
+        store = self.store
+        if not isinstance(store, SupportsIngest):
+            raise UnsupportedError(f"the {store.name} store cannot ingest SST files")
+        return await self._call(store.ingest_staged, stage_dir, replace=replace)
 
     async def get(self, topic: str, timer_id: str) -> TimerView:
         view = await self._call(self.store.get, topic, timer_id)

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import msgspec
 
-from storage.errors import InvalidInputError
+from storage.errors import InvalidInputError, Problem
 from storage.protocol import NewTimer
 
 MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: far beyond any real delay
@@ -47,22 +47,13 @@ class RequestLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     store_chunk_timers: int = 2000  # a batch is written in store calls of at most this many
 
 
-class Problem(msgspec.Struct, frozen=True, omit_defaults=True):
-    """One rule broken by one field; ``index`` is the item's position in a batch."""
-
-    field: str
-    message: str
-    index: int | None = None
-
-
 class InvalidBatchError(InvalidInputError):
     """Several problems at once; ``field``/``message`` describe the first."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:
         first = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        super().__init__(first.message + more, field=first.field)
-        self.problems = list(problems)
+        super().__init__(first.message + more, field=first.field, problems=tuple(problems))
 
 
 class IdMaker:

@@ -7,6 +7,17 @@ validation errors, the ``field`` it is about.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One bad item of a batch: the field (``timers[3].delay_ms``), the rule, the index."""
+
+    field: str
+    message: str
+    index: int | None = None
+
 
 class TimerStoreError(Exception):
     """Base class of every domain error."""
@@ -20,9 +31,43 @@ class TimerStoreError(Exception):
 
 
 class InvalidInputError(TimerStoreError):
-    """A value breaks a rule; ``field`` names it and the message names the rule."""
+    """A value breaks a rule; ``field`` names it and the message names the rule.
+
+    ``problems`` lists every bad item when a batch has several (``field``/``message``
+    then describe the first).
+    """
 
     code = "invalid"
+
+    def __init__(
+        self, message: str, *, field: str | None = None, problems: tuple[Problem, ...] = ()
+    ) -> None:
+        super().__init__(message, field=field)
+        self.problems = problems
+
+
+class UnauthorizedError(TimerStoreError):
+    """The request carries no API key, or one that is not configured."""
+
+    code = "unauthorized"
+
+
+class TooLargeError(TimerStoreError):
+    """The request body is larger than ``limits.max_body_bytes``."""
+
+    code = "too_large"
+
+
+class UnsupportedMediaTypeError(TimerStoreError):
+    """The request body's media type is not one the operation reads."""
+
+    code = "unsupported_media_type"
+
+
+class UnsupportedError(TimerStoreError):
+    """This store cannot do the operation (the wheel store cannot ingest SST files)."""
+
+    code = "unsupported"
 
 
 class NotFoundError(TimerStoreError):

@@ -148,6 +148,7 @@ class HousekeepingReport(msgspec.Struct, frozen=True):
 
 
 @runtime_checkable
+@runtime_checkable
 class SupportsIngest(Protocol):
     """A store that can take a bulk import's staged, sorted files (the RocksDB store)."""
 

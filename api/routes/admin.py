@@ -19,7 +19,6 @@ from starlette.responses import Response
 
 from api.bodies import BodyDecoder, media_kind, read_body
 from api.docs import responses
-from api.errors import ApiError
 from api.responses import MsgspecJSONResponse
 from api.routes.deps import service_of, settings_of
 from storage.errors import InvalidInputError
@@ -68,10 +67,5 @@ async def ingest(request: Request) -> Response:
     body = await read_body(request, settings.limits.max_body_bytes)
     req = ingest_decoder.decode(media_kind(request, ["json"]), body)
     path = staged_path(settings.staging_dir(), req.stage_dir)
-    service = service_of(request)
-    store = service.store
-    ingest_staged = getattr(store, "ingest_staged", None)
-    if ingest_staged is None:
-        raise ApiError(409, "unsupported", f"the {store.name} store cannot ingest SST files")
-    report = await service._call(ingest_staged, path, replace=req.replace)
+    report = await service_of(request).ingest(path, replace=req.replace)
     return MsgspecJSONResponse(report)
