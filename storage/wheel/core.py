@@ -4,7 +4,7 @@ The pending index maps (topic, id) to the timer's current incarnation. RocketMQ 
 such index (it cannot say whether a message id is pending); the protocol asks for
 truthful cancel answers, get and list, so the wheel keeps one: one dict entry per
 pending timer, about 300 bytes of Python memory each (measured in
-``tests/test_wheel_index.py``). It is not persisted: a restart rebuilds it by walking
+``tests/storage/test_wheel_index.py``). It is not persisted: a restart rebuilds it by walking
 every live slot of the wheel (``recovery``). That is the one memory cost that grows
 with pending timers, and the documented price of truthful answers on this design.
 """

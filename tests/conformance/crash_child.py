@@ -1,8 +1,11 @@
 """Child of the crash test: schedules, cancels and delivers on either store until killed.
 
 Run as ``python -m tests.conformance.crash_child KIND PATH``. It prints one line per
-acknowledged call, after the call returned: ``S id,id,...`` for schedules and ``C id``
-for cancels that answered removed. The engine delivers on the real clock meanwhile.
+acknowledged call, after the call returned (and so after the WriteBatch reached the WAL):
+``S id,id,...`` for schedules and ``C id`` for cancels that answered removed; ``X id,...``
+announces a cancel before it is made, since a cancel may take effect before the parent
+reads its acknowledgement. The engine delivers on the real clock meanwhile; the parent
+kills the child with SIGKILL at a random moment.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ def main(kind: str, path: str) -> None:
         future += [t.id for t in batch if t.deliver_at_ms > now + 10_000]
         if n % 3 == 2 and future:
             victims = [future.pop(rng.randrange(len(future))) for _ in range(min(10, len(future)))]
+            print("X " + ",".join(victims), flush=True)  # intent: may land unacknowledged
             results = store.cancel([("crash", v) for v in victims])
             for victim, result in zip(victims, results, strict=True):
                 if result.outcome == CancelOutcome.REMOVED:
