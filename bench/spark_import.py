@@ -77,14 +77,19 @@ def read_chunks(path: str) -> Iterator[list[dict[str, Any]]]:
 
 
 def run_spark(path: str, work: str, n: int) -> dict[str, Any]:
-    from pipeline.importer import run_import
+    from app.timer_requests import RequestLimits
+    from pipeline.importer import limits_of, run_import
     from pipeline.rows import JobTimes
     from pipeline.spark import spark_session
 
     started = time.perf_counter()
     with spark_session("local[2]", "bench-spark-import") as spark:
         summary = run_import(
-            spark, path, os.path.join(work, "stage"), times=JobTimes(NOW_MS, NOW_MS, 0)
+            spark,
+            path,
+            os.path.join(work, "stage"),
+            times=JobTimes(NOW_MS, NOW_MS, 0),
+            limits=limits_of(RequestLimits()),
         )
     store = RocksTimerStore(RocksSettings(os.path.join(work, "rocks")))
     report = store.ingest_staged(summary.stage_dir)

@@ -92,7 +92,7 @@ def service_settings(data_dir: str) -> Settings:
 
 def run_import_command(args: argparse.Namespace) -> int:
     from pipeline import ingest_client
-    from pipeline.importer import run_import
+    from pipeline.importer import limits_of, run_import
     from pipeline.rows import JobTimes
     from pipeline.spark import spark_session
     from storage.rocks import RocksTimerStore
@@ -100,8 +100,9 @@ def run_import_command(args: argparse.Namespace) -> int:
     now_ms = args.now_ms if args.now_ms is not None else _now_ms()
     base_ms = args.base_ms if args.base_ms is not None else now_ms
     store = None
+    # the importing side's TIMERSTORE_* settings: with --server, run it with the server's
+    settings = service_settings(args.data_dir) if args.data_dir else load_settings()
     if args.data_dir:
-        settings = service_settings(args.data_dir)
         store = RocksTimerStore(settings.rocks_settings())
         floor_ms = store.stats().watermark_ms  # a stopped store's scan starts there
         stage_dir = args.stage_dir or os.path.join(settings.staging_dir(), f"import-{now_ms}")
@@ -118,6 +119,7 @@ def run_import_command(args: argparse.Namespace) -> int:
                 os.path.abspath(stage_dir),
                 fmt=args.format,
                 times=JobTimes(now_ms, base_ms, floor_ms),
+                limits=limits_of(settings.limits),
                 partitions=args.partitions,
                 rejects_path=args.rejects,
                 progress=_progress,

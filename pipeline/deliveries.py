@@ -12,11 +12,7 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import rocksdict as rd
-
-from storage import records
-from storage.rocks import keys as layout
-from storage.rocks.db import FAMILIES, iter_items
+from storage.rocks.journal import read_journal
 
 ROWS_PER_FILE = 1_000_000
 COLUMNS = (
@@ -81,36 +77,19 @@ def write_deliveries(out_dir: str, rows: Iterable[DeliveryRow]) -> int:
 
 
 def journal_rows(rocks_path: str, since_ms: int = 0, store: str = "rocks") -> Iterator[DeliveryRow]:
-    """Delivery rows from a RocksDB store's journal, opened read-only.
-
-    Read-only needs no lock, so this works beside a running server (it sees what was
-    written when it opened).
-    """
-    options = rd.Options(raw_mode=True)
-    families = {name: rd.Options(raw_mode=True) for name in FAMILIES}
-    db = rd.Rdict(
-        rocks_path, options, column_families=families, access_type=rd.AccessType.read_only(False)
-    )
-    try:
-        journal = db.get_column_family("journal")
-        for _key, value in iter_items(journal, layout.u64(since_ms)):
-            for e in records.decode_journal(value):
-                yield (
-                    e.topic,
-                    e.id,
-                    e.requested_deliver_at_ms,
-                    e.key_ms,
-                    e.delivered_ms,
-                    e.attempts,
-                    store,
-                    e.created_at_ms,
-                )
-        del journal
-    finally:
-        db.close()
+    """Delivery rows from a RocksDB store's journal (read-only: works beside a server)."""
+    for e in read_journal(rocks_path, since_ms):
+        yield (
+            e.topic,
+            e.id,
+            e.requested_deliver_at_ms,
+            e.key_ms,
+            e.delivered_ms,
+            e.attempts,
+            store,
+            e.created_at_ms,
+        )
 
 
 def export(rocks_path: str, out_dir: str, since_ms: int = 0) -> int:
-    if not os.path.isdir(rocks_path):
-        raise FileNotFoundError(f"no RocksDB store at {rocks_path}")
     return write_deliveries(out_dir, journal_rows(rocks_path, since_ms))

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from app.timer_requests import RequestLimits
 from pipeline import rejects
 from pipeline.encode import (
     ENCODED_SCHEMA,
@@ -209,6 +210,11 @@ def run_import(
         return stage(spark, input_path, stage_dir, **options)
 
 
+def limits_of(request: RequestLimits) -> Limits:
+    """The service's request limits, as the executors check them on every row."""
+    return Limits(request.max_payload_bytes, request.max_headers, request.max_headers_bytes)
+
+
 def stage(
     spark: SparkSession,
     input_path: str,
@@ -216,7 +222,7 @@ def stage(
     *,
     fmt: str | None = None,
     times: JobTimes,
-    limits: Limits | None = None,
+    limits: Limits,
     partitions: int | None = None,
     rejects_path: str | None = None,
     progress: Progress = lambda message: None,
@@ -226,7 +232,6 @@ def stage(
     from pyspark.sql import functions as F
 
     fmt = fmt or guess_format(input_path)
-    limits = limits or Limits()
     started = time.perf_counter()
     phases: dict[str, float] = {}
 

@@ -26,11 +26,15 @@ COLUMNS = ("topic", "id", "deliver_at_ms", "delay_ms", "payload", "payload_b64",
 
 
 class Limits(msgspec.Struct, frozen=True):
-    """Request limits; the defaults are the service's (``app.config.Settings``)."""
+    """The request limits a row must keep, shipped to the executors.
 
-    max_payload_bytes: int = 1 << 20
-    max_headers: int = 64
-    max_headers_bytes: int = 16 << 10
+    No defaults here: the driver builds it from the service's settings
+    (``pipeline.importer.limits_of(settings.limits)``), the one place they are set.
+    """
+
+    max_payload_bytes: int
+    max_headers: int
+    max_headers_bytes: int
 
 
 class JobTimes(msgspec.Struct, frozen=True):

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from api import server
 from bench import cli as bench_cli
 from pipeline import cli as pipeline_cli
+from storage.errors import ConfigError, StoreOpenError
 
 COMMANDS = (server, bench_cli, pipeline_cli)
 
@@ -28,8 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand; a bad setting or an unopenable store is one line, not a trace."""
     args = build_parser().parse_args(argv)
-    return int(args.handler(args) or 0)
+    try:
+        return int(args.handler(args) or 0)
+    except ConfigError as exc:
+        print(f"timerstore {args.command}: {exc.message}", file=sys.stderr)
+        return server.EXIT_BAD_SETTINGS
+    except StoreOpenError as exc:
+        print(f"timerstore {args.command}: {exc.message}", file=sys.stderr)
+        return server.EXIT_STORE_UNAVAILABLE
 
 
 if __name__ == "__main__":

@@ -6,12 +6,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pipeline.rows import JobTimes, Limits, encode_row
+from app.timer_requests import RequestLimits
+from pipeline.importer import limits_of
+from pipeline.rows import JobTimes, encode_row
 from pipeline.sst import write_partition
 from storage.rocks import RocksTimerStore
 from storage.rocks.ingest import Manifest, StagedFile, write_manifest
 
 NOW = 1_700_000_000_000
+LIMITS = limits_of(RequestLimits())  # the service's defaults, from their one place
 
 
 def row(topic: str, timer_id: str, deliver_ms: int, payload: str = "p", **extra: Any) -> dict:
@@ -25,7 +28,7 @@ def stage(
     times = JobTimes(now_ms, now_ms, floor_ms)
     winners = {}
     for r in rows:
-        e = encode_row(r, times, Limits())
+        e = encode_row(r, times, LIMITS)
         winners[e.ident_key] = e
     files = []
     for family, pairs in (

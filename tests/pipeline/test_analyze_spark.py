@@ -131,3 +131,11 @@ def test_export_deliveries_from_a_store_then_analyze(spark, tmp_path, capsys):
     assert result["overall"]["deliveries"] == 21 and result["overall"]["early"] == 0
     assert result["overall"]["max_ms"] == 250  # not 5,250: the past-due one counts from creation
     assert {r["key"] for r in result["by_topic"]} == {"orders", "mail"}
+
+
+def test_export_from_a_missing_store_is_one_line_and_exit_3(tmp_path, capsys):
+    code = main(["export-deliveries", "--data-dir", str(tmp_path / "none"), "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3 and len(err) == 1, err
+    assert err[0].startswith("timerstore export-deliveries: no RocksDB store at ")
+    assert str(tmp_path / "none") in err[0]

@@ -18,7 +18,7 @@ from pipeline.importer import run_import
 from pipeline.rows import JobTimes
 from storage.protocol import NewTimer
 from storage.rocks import RocksSettings, RocksTimerStore
-from tests.pipeline.helpers import NOW, family_items, pending_from_meta
+from tests.pipeline.helpers import LIMITS, NOW, family_items, pending_from_meta
 
 pytestmark = pytest.mark.spark
 
@@ -104,6 +104,7 @@ def imported(spark, tmp_path_factory):
         str(base / "input.parquet"),
         str(base / "stage"),
         times=JobTimes(NOW, NOW, 0),
+        limits=LIMITS,
         partitions=4,
     )
     store = RocksTimerStore(RocksSettings(str(base / "rocks")))
@@ -196,7 +197,7 @@ TRICKY = [  # CSV-like text rows: SQL's fast path must never pass what encode_ro
 
 def test_sql_prevalidation_passes_only_rows_encode_row_accepts(spark):
     from pipeline.encode import prevalidate
-    from pipeline.rows import Limits, Rejected, encode_row
+    from pipeline.rows import Rejected, encode_row
 
     times = JobTimes(NOW, NOW, 0)
     schema = "topic string, id string, deliver_at_ms string, delay_ms string"
@@ -209,7 +210,7 @@ def test_sql_prevalidation_passes_only_rows_encode_row_accepts(spark):
             continue
         fast.add(r["id"])
         try:
-            e = encode_row(r, times, Limits())
+            e = encode_row(r, times, LIMITS)
         except Rejected as exc:
             raise AssertionError(f"SQL passed {r!r}, encode_row: {exc}") from None
         assert deliver_ms == int.from_bytes(e.ids_value, "big"), r

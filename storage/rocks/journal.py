@@ -1,0 +1,41 @@
+"""Reading the delivery journal of a RocksDB store from outside the service.
+
+Opened read-only (no LOCK), so an export can run beside a live server; it sees what was
+written when it opened. The journal's layout is ``storage.rocks.keys``'s: one page per
+committed batch under ``u64be(delivered ms) | u64be(sequence)``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import rocksdict as rd
+
+from storage import records
+from storage.errors import StoreOpenError
+from storage.rocks import keys as layout
+from storage.rocks.db import FAMILIES, iter_items
+
+
+def read_journal(path: str, since_ms: int = 0) -> Iterator[records.JournalEntry]:
+    """Every delivery journalled at or after ``since_ms``, in delivery order."""
+    if not os.path.isdir(path):
+        raise StoreOpenError(f"no RocksDB store at {path}")
+    families = {name: rd.Options(raw_mode=True) for name in FAMILIES}
+    try:
+        db = rd.Rdict(
+            path,
+            rd.Options(raw_mode=True),
+            column_families=families,
+            access_type=rd.AccessType.read_only(False),
+        )
+    except Exception as exc:  # the binding raises a bare Exception for every RocksDB error
+        raise StoreOpenError(f"cannot open the RocksDB store in {path} read-only: {exc}") from exc
+    try:
+        journal = db.get_column_family("journal")
+        for _key, page in iter_items(journal, layout.u64(since_ms)):
+            yield from records.decode_journal(page)
+        del journal
+    finally:
+        db.close()
