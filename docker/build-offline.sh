@@ -67,24 +67,27 @@ base_image() {
 }
 
 wheelhouse() {
-    local key dir
-    key=$(cat "$ROOT/requirements.lock" | sha256sum | cut -c1-16)
+    local key dir reqs
+    reqs=$(mktemp)
+    # The runtime dependencies of pyproject.toml, at the versions requirements.lock pins.
+    "$PYTHON" -c 'import sys, tomllib; print(*tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"], sep="\n")' \
+        "$ROOT/pyproject.toml" >"$reqs"
+    key=$(cat "$reqs" "$ROOT/requirements.lock" | sha256sum | cut -c1-16)
     dir=$CACHE/wheelhouse-$key
     if [[ ! -f $dir/.complete ]]; then
         rm -rf "$dir"
         mkdir -p "$dir"
-        log "pip wheel: runtime dependencies of $ROOT pinned by requirements.lock -> $dir"
-        # The project's own wheel is dropped: the images build it from their source.
-        "$PYTHON" -m pip wheel -q -c "$ROOT/requirements.lock" -w "$dir" "$ROOT" \
+        log "pip wheel: runtime dependencies pinned by requirements.lock -> $dir"
+        "$PYTHON" -m pip wheel -q -r "$reqs" -c "$ROOT/requirements.lock" -w "$dir" \
             >"$CACHE/pip-wheel.log" 2>&1 || {
             tail -20 "$CACHE/pip-wheel.log" >&2
             exit 1
         }
-        rm -f "$dir"/timerstore-*.whl
         # The project's build backend (pyproject [build-system]), for `pip install --no-index`.
         "$PYTHON" -m pip download -q --no-deps -d "$dir" "setuptools>=68,<81" wheel
         touch "$dir/.complete"
     fi
+    rm -f "$reqs"
     log "wheelhouse $dir ($(du -sh "$dir" | cut -f1)) -> docker/wheelhouse"
     rm -rf "$ROOT/docker/wheelhouse"
     cp -al "$dir" "$ROOT/docker/wheelhouse" 2>/dev/null || cp -a "$dir" "$ROOT/docker/wheelhouse"

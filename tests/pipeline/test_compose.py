@@ -1,4 +1,6 @@
-"""docker-compose.yml and the Dockerfiles, checked against the project (no Docker engine here).
+"""docker-compose.yml and the Dockerfiles, checked against the project without an engine.
+
+(tests/docker builds and runs them for real; these checks are fast and catch drift early.)
 
 Every command must parse with the real CLI, every copied path and bind mount must exist,
 every TIMERSTORE_ variable must be a setting, every port, host and health-check path must
@@ -23,6 +25,14 @@ from timerstore.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+PORTS = yaml.safe_load((ROOT / "docker-compose.override.yml").read_text())["services"]
+OFFLINE = yaml.safe_load((ROOT / "docker-compose.offline.yml").read_text())["services"]
+TEST = yaml.safe_load((ROOT / "docker-compose.test.yml").read_text())["services"]
+BUILD_SCRIPT = (ROOT / "docker/build-offline.sh").read_text()
+WHEELHOUSE = "docker/wheelhouse"  # made by docker/build-offline.sh, ignored by git
+LOCK_PINS = dict(
+    line.split("==") for line in (ROOT / "requirements.lock").read_text().split() if "==" in line
+)
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 PY_PINS = dict(re.findall(r'"([A-Za-z0-9_.-]+)==([^"]+)"', (ROOT / "pyproject.toml").read_text()))
 
@@ -90,7 +100,7 @@ def test_spark_processes_are_classes_of_that_spark_version():
         assert command[1].replace(".", "/") + ".class" in names, command[1]
     master = SERVICES["spark-master"]["command"]
     port = master[master.index("--port") + 1]
-    assert f"{port}:{port}" in SERVICES["spark-master"]["ports"]
+    assert f"{port}:{port}" in PORTS["spark-master"]["ports"]
     assert SERVICES["spark-worker"]["command"][-1] == f"spark://spark-master:{port}"
     for job in ("import", "analyze"):
         args = cli_args(SERVICES[job]["command"])
@@ -130,7 +140,8 @@ def test_the_service_port_environment_and_health_check_match_the_app():
     env = {k: interpolate(str(v)) for k, v in svc["environment"].items()}
     settings = load_settings(environ=env)  # raises on an unknown TIMERSTORE_ variable
     assert settings.admin_keys == ("change-me",) and settings.data_dir == "/data"
-    assert f"{settings.port}:{settings.port}" in svc["ports"]
+    assert f"{settings.port}:{settings.port}" in PORTS["timerstore"]["ports"]
+    assert not any("ports" in s for s in SERVICES.values())  # the host network cannot have them
     server = cli_args(SERVICES["import"]["command"]).server
     assert server == f"http://timerstore:{settings.port}"
     test = svc["healthcheck"]["test"]
@@ -158,16 +169,63 @@ def test_named_volumes_are_declared_and_bind_mounts_exist():
 @pytest.mark.parametrize("path", ["Dockerfile", "docker/spark-worker.Dockerfile"])
 def test_dockerfile_copies_existing_paths(path):
     for word, rest in dockerfile(ROOT / path):
-        if word == "COPY":
+        if word == "COPY" and not rest.startswith("--from="):
             *sources, _target = shlex.split(rest)
             for source in sources:
-                assert (ROOT / source).exists(), source
+                if source.startswith(WHEELHOUSE):
+                    # wheels of packages the lock pins, in the folder the script fills
+                    assert f'"$ROOT/{WHEELHOUSE}"' in BUILD_SCRIPT
+                    name = source.removeprefix(WHEELHOUSE).strip("/").removesuffix("-*")
+                    assert not name or name in LOCK_PINS, source
+                else:
+                    assert (ROOT / source).exists(), source
+
+
+def test_pip_installs_only_from_the_wheelhouse():
+    for path in ("Dockerfile", "docker/spark-worker.Dockerfile"):
+        runs = [rest for word, rest in dockerfile(ROOT / path) if word == "RUN"]
+        installs = [r for r in runs if "pip install" in r]
+        assert installs, path
+        for run in installs:
+            for command in run.split("&&"):
+                if "pip install" in command:
+                    assert "--no-index" in command, (path, command)
+
+
+def test_the_offline_override_builds_on_the_local_base():
+    [base_image] = re.findall(r"^BASE_IMAGE=(\S+)$", BUILD_SCRIPT, re.M)
+    assert OFFLINE["timerstore"]["build"]["args"] == {"BASE_IMAGE": base_image}
+    service_image = SERVICES["timerstore"]["image"]
+    # the service image carries Spark (PySpark's package at /opt/spark) and Python 3.11
+    assert OFFLINE["spark-worker"]["build"]["args"] == {"SPARK_IMAGE": service_image}
+    assert OFFLINE["spark-master"]["image"] == service_image
+    assert "ln -s /opt/venv/lib/python3.11/site-packages/pyspark /opt/spark" in " ".join(
+        rest for word, rest in dockerfile(ROOT / "Dockerfile") if word == "RUN"
+    )
+    assert "docker-compose.offline.yml" in BUILD_SCRIPT
+
+
+def test_the_test_override_keeps_every_container_on_the_host_network():
+    assert set(TEST) == set(SERVICES)
+    for name, service in TEST.items():
+        assert service["network_mode"] == "host", name
+        command = " ".join(service.get("command", []))
+        for host in SERVICES:  # compose-network names do not resolve on the host network
+            assert f"//{host}:" not in command and f"={host}" not in command, (name, host)
+    env = {k: str(v) for k, v in TEST["timerstore"]["environment"].items()}
+    assert env["TIMERSTORE_HOST"] == "127.0.0.1"
+    for job in ("import", "analyze"):
+        args = cli_args(TEST[job]["command"])
+        assert args.master.startswith("spark://127.0.0.1:")
+        assert "spark.driver.host=127.0.0.1" in args.conf
 
 
 def test_service_dockerfile_matches_the_project():
     steps = dockerfile(ROOT / "Dockerfile")
-    [base] = [rest for word, rest in steps if word == "FROM"]
-    assert base.startswith("python:3.11-")  # requires-python = ">=3.11,<3.12"
+    [default] = re.findall(r"^ARG BASE_IMAGE=(\S+)$", (ROOT / "Dockerfile").read_text(), re.M)
+    assert default.startswith("python:3.11-")  # requires-python = ">=3.11,<3.12"
+    stages = [rest for word, rest in steps if word == "FROM"]
+    assert stages[-1] == "${BASE_IMAGE}" and all(s.startswith("${BASE_IMAGE}") for s in stages)
     env = dict(re.findall(r"(\w+)=(\S+)", " ".join(rest for word, rest in steps if word == "ENV")))
     settings = load_settings(environ={k: v for k, v in env.items() if k.startswith("TIMERSTORE_")})
     [expose] = [rest for word, rest in steps if word == "EXPOSE"]
