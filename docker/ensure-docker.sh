@@ -25,8 +25,10 @@ if ! docker info >/dev/null 2>&1; then
     dockerd=$(command -v dockerd || echo /usr/sbin/dockerd)
     # A system daemon, started the way an init system would: it outlives this script.
     setsid nohup "$dockerd" >>"$LOG" 2>&1 </dev/null &
+    pid=$!
     for _ in $(seq 60); do
         docker info >/dev/null 2>&1 && break
+        kill -0 "$pid" 2>/dev/null || break # it gave up: the log says why
         sleep 0.5
     done
     if ! docker info >/dev/null 2>&1; then

@@ -78,6 +78,7 @@ class Compose:
         cmd = ["docker-compose", "-p", self.project]
         for f in FILES:
             cmd += ["-f", str(ROOT / f)]
+        started = time.monotonic()
         done = subprocess.run(
             [*cmd, *args],
             cwd=ROOT,
@@ -89,12 +90,14 @@ class Compose:
             check=False,
         )
         with self.log.open("a") as f:
-            f.write(f"$ {' '.join(args)} -> {done.returncode}\n{done.stdout}\n{done.stderr}\n")
+            seconds = time.monotonic() - started
+            f.write(f"$ {' '.join(args)} -> {done.returncode} in {seconds:.1f} s\n")
+            f.write(f"{done.stdout}\n{done.stderr}\n")
         return done
 
     def check(self, *args: str, timeout: float = JOB_TIMEOUT_S) -> str:
         done = self.run(*args, timeout=timeout)
-        assert done.returncode == 0, f"{args}: {done.stderr[-3000:]}"
+        assert done.returncode == 0, f"{args} (log {self.log}): {done.stderr[-3000:]}"
         return done.stdout
 
     def job(self, service: str, *command: str) -> str:
@@ -112,19 +115,25 @@ class Compose:
             cmd = ["docker", kind, "ls", "-q", "--filter", label]
             if kind == "container":
                 cmd.insert(3, "-a")
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True)
-            found[kind] = out.stdout.split()
+            found[kind] = _lines(cmd)
         return found
+
+
+def _lines(cmd: list[str]) -> list[str]:
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split()
 
 
 def _wait_healthy(compose: Compose, services: list[str]) -> None:
     deadline = time.monotonic() + HEALTH_TIMEOUT_S
+    ids = {service: compose.container(service) for service in services}
     waiting = set(services)
     while waiting and time.monotonic() < deadline:
         for service in sorted(waiting):
             state = json.loads(
                 subprocess.run(
-                    ["docker", "inspect", "-f", "{{json .State}}", compose.container(service)],
+                    ["docker", "inspect", "-f", "{{json .State}}", ids[service]],
                     capture_output=True,
                     text=True,
                     timeout=60,
@@ -177,12 +186,17 @@ def compose(images: None, tmp_path: Path) -> Iterator[Compose]:
     }
     project = f"tstest{os.getpid()}{secrets.token_hex(3)}"
     c = Compose(project, env, tmp_path / "compose.log")
+    volumes_before = set(_lines(["docker", "volume", "ls", "-q"]))
     try:
         yield c
     finally:
         c.run("down", "-v", "--remove-orphans", "--timeout", "10", timeout=300)
         left = c.leftovers()
-        assert left == {"container": [], "network": [], "volume": []}, left
+        # anonymous volumes (the image's VOLUME /data in a job container) carry no label
+        left["unnamed volume"] = sorted(
+            set(_lines(["docker", "volume", "ls", "-q"])) - volumes_before
+        )
+        assert left == {"container": [], "network": [], "volume": [], "unnamed volume": []}, left
 
 
 def _write_parquet(path: Path) -> None:
