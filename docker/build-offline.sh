@@ -9,8 +9,9 @@
 #      docker-compose.offline.yml, which passes the local base as BASE_IMAGE/SPARK_IMAGE.
 # The root filesystem, the base image and the wheelhouse are cached between runs in
 # $TIMERSTORE_DOCKER_CACHE (default /var/cache/timerstore-docker, never in git): a base image
-# is kept while its recipe is unchanged, a wheelhouse while requirements.lock is.
-# Needs root (debootstrap), docker, docker-compose, debootstrap.
+# is kept while its recipe is unchanged, a wheelhouse while requirements.lock and the
+# dependency list of pyproject.toml are. Runs on one machine take turns (a lock in the
+# cache). Needs root (debootstrap), docker, docker-compose, debootstrap.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -100,6 +101,10 @@ images() {
     docker-compose -f docker-compose.yml -f docker-compose.offline.yml build timerstore
     docker-compose -f docker-compose.yml -f docker-compose.offline.yml build spark-worker
 }
+
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.lock"
+flock 9
 
 case ${1:-all} in
 base) base_image ;;
