@@ -18,6 +18,7 @@ import os
 import secrets
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,9 +172,17 @@ def images() -> None:
 
 
 @pytest.fixture
-def compose(images: None, tmp_path: Path) -> Iterator[Compose]:
+def workdir() -> Iterator[Path]:
+    """The import's input folder, bind-mounted into containers: a directory of its own, not
+    pytest's tmp_path, which other pytest sessions on the machine may prune meanwhile."""
+    with tempfile.TemporaryDirectory(prefix="timerstore-docker-test-") as path:
+        yield Path(path)
+
+
+@pytest.fixture
+def compose(images: None, workdir: Path) -> Iterator[Compose]:
     service_port, master_port, master_ui, worker_ui = _free_ports(4)
-    input_dir = tmp_path / "input"
+    input_dir = workdir / "input"
     input_dir.mkdir()
     env = {
         **os.environ,
@@ -185,7 +194,9 @@ def compose(images: None, tmp_path: Path) -> Iterator[Compose]:
         "TIMERSTORE_ADMIN_KEY": secrets.token_hex(8),
     }
     project = f"tstest{os.getpid()}{secrets.token_hex(3)}"
-    c = Compose(project, env, tmp_path / "compose.log")
+    log = ROOT / "docker" / "compose-test.log"  # ignored by git: every command, timed
+    log.write_text("")
+    c = Compose(project, env, log)
     volumes_before = set(_lines(["docker", "volume", "ls", "-q"]))
     try:
         yield c
