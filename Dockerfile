@@ -35,6 +35,7 @@ COPY storage /src/storage
 COPY api /src/api
 COPY bench /src/bench
 COPY pipeline /src/pipeline
+COPY timerstore /src/timerstore
 RUN /opt/venv/bin/pip install --no-cache-dir --no-index --no-deps --no-build-isolation /src \
     && rm -rf /src
 

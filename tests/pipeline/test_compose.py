@@ -243,3 +243,12 @@ def test_worker_dockerfile_pins_what_the_executors_import():
     pins = dict(re.findall(r"([a-z0-9_-]+)==(\S+)", text))
     assert pins == {k: PY_PINS[k] for k in ("rocksdict", "msgspec", "pyarrow")}
     assert "python3.11" in text  # executors run the driver's Python minor version
+
+
+def test_the_service_image_copies_every_package_the_project_installs():
+    """A new top-level package (the console script's ``timerstore``) must reach the image."""
+    text = (ROOT / "pyproject.toml").read_text()
+    [include] = re.findall(r"^include = \[(.*)\]$", text, re.M)
+    packages = {name.strip().strip('"').rstrip("*") for name in include.split(",")}
+    copied = {rest.split()[0] for word, rest in dockerfile(ROOT / "Dockerfile") if word == "COPY"}
+    assert packages and packages <= copied, packages - copied
