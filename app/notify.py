@@ -29,6 +29,10 @@ class TopicNotifier:
     def version(self, topic: str) -> int:
         return self._versions.get(topic, 0)
 
+    def waiting(self, topic: str) -> int:
+        """How many long-polls are parked on ``topic`` now (an operator's and a test's view)."""
+        return len(self._waiters.get(topic, ()))
+
     def notify_threadsafe(self, topics: Iterable[str]) -> None:
         """Called from any thread (the dispatcher's); never raises."""
         loop = self._loop

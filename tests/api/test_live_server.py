@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from tests.api.helpers import now_ms
+from tests.api.helpers import ThreadServer, now_ms
 
 
 def test_schedule_then_long_poll_arrives_at_or_after_its_time(live: httpx.Client) -> None:
@@ -36,26 +36,47 @@ def test_schedule_then_long_poll_arrives_at_or_after_its_time(live: httpx.Client
     assert live.get("/v1/timers/lp/m0").json()["state"] == "delivered"
 
 
-def test_long_poll_wakes_promptly_and_times_out_when_idle(live: httpx.Client) -> None:
-    started = time.monotonic()
-    r = live.get("/v1/topics/idle/messages", params={"wait_ms": 300})
-    assert r.json() == {"messages": [], "next_offset": 0}
-    assert 0.25 <= time.monotonic() - started < 5
+def _parked(server: ThreadServer, topic: str) -> bool:
+    """Wait (bounded) until a long-poll is parked on ``topic``: the server's own signal."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if server.service.notifier.waiting(topic) == 1:
+            return True
+        time.sleep(0.01)  # polling a state, not ordering events
+    return False
 
-    result: dict[str, float] = {}
+
+def _poll_in_thread(
+    client: httpx.Client, topic: str, wait_ms: int
+) -> tuple[threading.Thread, dict]:
+    result: dict = {}
 
     def poll() -> None:
-        body = live.get("/v1/topics/wake/messages", params={"wait_ms": 10_000}).json()
-        result["at"] = time.monotonic()
-        result["n"] = len(body["messages"])
+        result["body"] = client.get(
+            f"/v1/topics/{topic}/messages", params={"wait_ms": wait_ms}
+        ).json()
 
     waiter = threading.Thread(target=poll)
     waiter.start()
-    time.sleep(0.2)  # the poll is parked now
-    sent = time.monotonic()
-    live.post("/v1/timers", json={"topic": "wake", "delay_ms": 0})
+    return waiter, result
+
+
+def test_an_idle_long_poll_parks_then_times_out_empty(live_factory) -> None:
+    client, server = live_factory()
+    waiter, result = _poll_in_thread(client, "idle", 300)
+    assert _parked(server, "idle")
     waiter.join(15)
-    assert result["n"] == 1 and result["at"] - sent < 2.0
+    assert not waiter.is_alive() and result["body"] == {"messages": [], "next_offset": 0}
+    assert server.service.notifier.waiting("idle") == 0
+
+
+def test_a_delivery_wakes_a_parked_long_poll(live_factory) -> None:
+    client, server = live_factory()
+    waiter, result = _poll_in_thread(client, "wake", 30_000)  # the longest wait allowed
+    assert _parked(server, "wake")
+    client.post("/v1/timers", json={"topic": "wake", "delay_ms": 0})
+    waiter.join(15)  # half the poll's own wait: only a wake-up can end it this soon
+    assert not waiter.is_alive() and len(result["body"]["messages"]) == 1
 
 
 def test_cancel_before_due_is_never_delivered(live: httpx.Client) -> None:
@@ -66,9 +87,8 @@ def test_cancel_before_due_is_never_delivered(live: httpx.Client) -> None:
     deadline = time.monotonic() + 10
     while not messages and time.monotonic() < deadline:
         messages = live.get("/v1/topics/cx/messages", params={"wait_ms": 3000}).json()["messages"]
-    time.sleep(0.2)
-    messages = live.get("/v1/topics/cx/messages").json()["messages"]
-    assert [m["id"] for m in messages] == ["kept"]
+    # delivery follows due time, so "gone" (due first) would sit before "kept" in the log
+    assert [m["id"] for m in live.get("/v1/topics/cx/messages").json()["messages"]] == ["kept"]
     assert live.get("/v1/timers/cx/gone").status_code == 404
     assert live.get("/v1/stats").json()["cancelled"] == 1
 
