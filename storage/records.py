@@ -64,11 +64,30 @@ class LogEntry(msgspec.Struct, array_like=True, frozen=True):
     record: TimerRecord
 
 
+class RawLogEntry(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A ``LogEntry`` as the commit writes it: the timer's stored bytes, not re-encoded.
+
+    Same array as ``LogEntry`` (a test pins that); readers decode with ``LogEntry``.
+    """
+
+    id: str
+    key_ms: int
+    attempts: int
+    record: msgspec.Raw
+
+
 class LogPage(msgspec.Struct, array_like=True, frozen=True):
     """The value of ``topiclog[topic, first offset]``: one commit's messages of one topic."""
 
     delivered_ms: int
     entries: list[LogEntry]
+
+
+class RawLogPage(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A ``LogPage`` as the commit writes it (entries carry raw record bytes)."""
+
+    delivered_ms: int
+    entries: list[RawLogEntry]
 
 
 class DeadLetter(msgspec.Struct, array_like=True, frozen=True):

@@ -68,13 +68,14 @@ def commit_delivered(
     hd = core.handles.handles
     cf_timers, cf_ids, cf_log = hd["timers"], hd["ids"], hd["topiclog"]
     encode, tag, raw_of = _encode, layout.DELIVERED_TAG, msgspec.Raw
+    log_entry = records.RawLogEntry
     to_log = sink == LOG_SINK
     with core.lock:
         batch = rd.WriteBatch(raw_mode=True)
         put, delete = batch.put, batch.delete
         delta = core.delta()
         offsets, journal = [], []
-        pages: dict[str, tuple[int, list[tuple[str, int, int, msgspec.Raw]]]] = {}
+        pages: dict[str, tuple[int, list[records.RawLogEntry]]] = {}
         for t in timers:
             key, r = t.key, t.record
             ident = key[8:]
@@ -86,7 +87,7 @@ def commit_delivered(
                 if page is None:
                     page = pages[t.topic] = (offset, [])
                 raw = raw_of(t.raw or encode(r))
-                page[1].append((t.id, t.key_ms, attempts, raw))  # records.LogEntry
+                page[1].append(log_entry(t.id, t.key_ms, attempts, raw))
             done = records.DeliveredRecord(
                 delivered_ms, offset, t.key_ms, r.requested_deliver_at_ms,
                 r.created_at_ms, attempts, sink,
@@ -103,8 +104,9 @@ def commit_delivered(
         else:
             for key in keys:
                 delete(key, cf_timers)
-        for topic, (first, entries) in pages.items():  # records.LogPage
-            put(layout.log_key(topic.encode(), first), encode((delivered_ms, entries)), cf_log)
+        for topic, (first, entries) in pages.items():
+            page_bytes = encode(records.RawLogPage(delivered_ms, entries))
+            put(layout.log_key(topic.encode(), first), page_bytes, cf_log)
         for topic, count in Counter(t.topic for t in timers).items():
             delta.pending[topic] -= count
         sequence = core.counters.totals["journal_seq"]

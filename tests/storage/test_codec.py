@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import string
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -48,6 +49,20 @@ def test_timer_key_round_trips(ms, topic, timer_id):
 def test_record_round_trips(payload, headers, created, requested, attempts, binary):
     record = TimerRecord(payload, headers, created, requested, attempts, binary)
     assert records.decode_record(records.encode(record)) == record
+
+
+@given(
+    names,
+    times,
+    st.integers(min_value=1, max_value=100),
+    st.builds(TimerRecord, st.binary(max_size=64), st.just({"k": "v"}), times, times),
+)
+def test_a_page_written_with_raw_bytes_reads_as_a_log_page(timer_id, key_ms, attempts, record):
+    """The commit writes RawLogPage/RawLogEntry; readers decode LogPage/LogEntry: same array."""
+    raw = msgspec.Raw(records.encode(record))
+    written = records.RawLogPage(key_ms, [records.RawLogEntry(timer_id, key_ms, attempts, raw)])
+    page = records.decode_log_page(records.encode(written))
+    assert page == records.LogPage(key_ms, [records.LogEntry(timer_id, key_ms, attempts, record)])
 
 
 @given(names)
