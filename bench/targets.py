@@ -1,4 +1,4 @@
-"""The RocksDB store's targets from issue 5, judged on a run's figures."""
+"""The RocksDB store's targets (issue 5, tightened by issue 9), judged on a run's figures."""
 
 from __future__ import annotations
 
@@ -54,10 +54,10 @@ def judge(results: dict[str, Any], full: dict[str, Any]) -> list[dict[str, Any]]
     missing = dig(burst, "never_delivered")
     out.append(
         _target(
-            "burst_all_delivered_10s",
-            "burst: every timer delivered within 10 s of the due second",
+            "burst_all_delivered_4s",
+            "burst: every timer delivered within 4 s of the due instant",
             all_s,
-            None if burst is None else all_s is not None and all_s <= 10 and missing == 0,
+            None if burst is None else all_s is not None and all_s <= 4 and missing == 0,
             "burst",
             full_burst,
             size,
@@ -66,10 +66,10 @@ def judge(results: dict[str, Any], full: dict[str, Any]) -> list[dict[str, Any]]
     p99 = dig(burst, "lateness.p99_ms")
     out.append(
         _target(
-            "burst_p99_5s",
-            "burst: p99 lateness under 5 s",
+            "burst_p99_4s",
+            "burst: p99 lateness under 4 s",
             p99,
-            None if p99 is None else p99 < 5000,
+            None if p99 is None else p99 < 4000,
             "burst",
             full_burst,
             size,
@@ -91,10 +91,10 @@ def judge(results: dict[str, Any], full: dict[str, Any]) -> list[dict[str, Any]]
     sp99 = dig(steady, "lateness.p99_ms")
     out.append(
         _target(
-            "steady_p99_50ms",
-            "steady: p99 lateness under 50 ms",
+            "steady_p99_20ms",
+            "steady: p99 lateness under 20 ms",
             sp99,
-            None if sp99 is None else sp99 < 50,
+            None if sp99 is None else sp99 < 20,
             "steady",
             full["steady_rate"],
             dig(steady, "rate_offered"),
