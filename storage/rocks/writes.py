@@ -23,21 +23,22 @@ _PENDING_BYTES = 8  # an ids value of this length is a pending timer's key time
 
 
 def schedule(core: RocksCore, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
-    names = validate_idents((t.topic, t.id) for t in timers)
-    idents = [topic + layout.SEPARATOR + tid for topic, tid in names]
+    topics, ids = validate_idents([t.topic for t in timers], [t.id for t in timers])
+    sep = layout.SEPARATOR
+    idents = [topic + sep + tid for topic, tid in zip(topics, ids, strict=True)]
     h = core.handles
     cf_timers, cf_ids = h.handles["timers"], h.handles["ids"]
-    timer_key, u64, encode, read_u64 = layout.timer_key, layout.u64, records.encode, layout.read_u64
+    u64, encode, read_u64 = layout.u64, records.encode, layout.read_u64
     with core.lock:
         old_values = multi_get(h.cfs["ids"], idents)
-        _refuse_too_late(core, timers, names, old_values)
+        _refuse_too_late(core, timers, idents, old_values)
         floor_ms = core.clamp_floor_ms()
         batch = rd.WriteBatch(raw_mode=True)
         put, delete = batch.put, batch.delete
         delta = core.delta()
         latest: dict[bytes, int] = {}  # ident -> key time written earlier in this batch
         results = []
-        for timer, (topic, tid), ident, old in zip(timers, names, idents, old_values, strict=True):
+        for timer, ident, old in zip(timers, idents, old_values, strict=True):
             deliver_ms = timer.deliver_at_ms
             key_ms = deliver_ms if deliver_ms >= floor_ms else floor_ms
             previous_ms = latest.get(ident)
@@ -46,10 +47,11 @@ def schedule(core: RocksCore, timers: Sequence[NewTimer], now_ms: int) -> list[S
             if previous_ms is None:
                 delta.pending[timer.topic] += 1
             elif previous_ms != key_ms:
-                delete(timer_key(previous_ms, topic, tid), cf_timers)
+                delete(u64(previous_ms) + ident, cf_timers)
+            key_time = u64(key_ms)  # the timer key is key_time | ident (storage.rocks.keys)
             record = (timer.payload, timer.headers, now_ms, deliver_ms, 0, timer.binary)
-            put(timer_key(key_ms, topic, tid), encode(record), cf_timers)  # records.TimerRecord
-            put(ident, u64(key_ms), cf_ids)
+            put(key_time + ident, encode(record), cf_timers)  # records.TimerRecord
+            put(ident, key_time, cf_ids)
             latest[ident] = key_ms
             results.append(
                 ScheduleResult(timer.topic, timer.id, key_ms, now_ms, previous_ms is not None)
@@ -61,7 +63,7 @@ def schedule(core: RocksCore, timers: Sequence[NewTimer], now_ms: int) -> list[S
 def _refuse_too_late(
     core: RocksCore,
     timers: Sequence[NewTimer],
-    names: list[tuple[bytes, bytes]],
+    idents: list[bytes],
     old_values: list[bytes | None],
 ) -> None:
     """Raise ConflictError for the first item that is in flight or already delivered."""
@@ -71,7 +73,7 @@ def _refuse_too_late(
             continue
         if len(old) != _PENDING_BYTES:
             raise _too_late(i, timers[i], TimerState.DELIVERED, "was already delivered")
-        if in_flight and layout.timer_key(layout.read_u64(old), *names[i]) in in_flight:
+        if in_flight and old + idents[i] in in_flight:  # old is the pending key time
             raise _too_late(i, timers[i], TimerState.IN_FLIGHT, "is being delivered")
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from storage import records
 from storage.errors import InvalidInputError
-from storage.names import validate_name
+from storage.names import validate_idents, validate_name
 from storage.records import TimerRecord
 from storage.rocks import keys as layout
 
@@ -32,6 +32,8 @@ def test_key_byte_order_equals_time_topic_id_order(items):
 def test_timer_key_round_trips(ms, topic, timer_id):
     key = layout.timer_key(ms, topic.encode(), timer_id.encode())
     assert layout.decode_timer_key(key) == (ms, topic, timer_id)
+    # the hot paths build a timer key as key time | ident (storage.rocks.writes)
+    assert key == layout.u64(ms) + layout.ident_key(topic.encode(), timer_id.encode())
     assert layout.split_ident(layout.ident_key(topic.encode(), timer_id.encode())) == (
         topic,
         timer_id,
@@ -83,3 +85,19 @@ def test_invalid_names_rejected_with_field_named(field, bad):
         validate_name(field, bad)
     assert info.value.field == field
     assert field in info.value.message
+
+
+@given(st.lists(st.tuples(names, names), max_size=30), st.integers(min_value=0, max_value=29))
+def test_a_batch_of_names_validates_like_each_name(pairs, bad_at):
+    """The one-regex path of validate_idents agrees with validate_name, and its fallback
+    names the field of the first bad id."""
+    topics, ids = [t for t, _ in pairs], [i for _, i in pairs]
+    assert validate_idents(topics, ids) == (
+        [validate_name("topic", t) for t in topics],
+        [validate_name("id", i) for i in ids],
+    )
+    if pairs:
+        ids[bad_at % len(ids)] = "bad\nid"
+        with pytest.raises(InvalidInputError) as caught:
+            validate_idents(topics, ids)
+        assert caught.value.field == "id"
