@@ -107,6 +107,12 @@ class StoreFormatError(StoreOpenError):
         self.expected = expected
 
 
+class StoreCorruptError(TimerStoreError):
+    """Stored data breaks an invariant of its layout (never caused by a request's input)."""
+
+    code = "store_corrupt"
+
+
 class StoreClosedError(TimerStoreError):
     """The store is closed or shutting down; retry against a running service."""
 

@@ -98,7 +98,11 @@ class DeadLetter(msgspec.Struct, array_like=True, frozen=True):
 
 
 class JournalEntry(msgspec.Struct, array_like=True, frozen=True):
-    """One delivery, for the delivery history export (analytics)."""
+    """One delivery, for the delivery history export (analytics).
+
+    Not stored as such by the RocksDB store: its journal pages list idents, and an entry
+    is the ident joined with its delivered record (``journal_entry``).
+    """
 
     topic: str
     id: str
@@ -116,11 +120,18 @@ _delivered_decoder = msgspec.msgpack.Decoder(DeliveredRecord)
 _log_decoder = msgspec.msgpack.Decoder(LogMessage)
 _page_decoder = msgspec.msgpack.Decoder(LogPage)
 _dead_decoder = msgspec.msgpack.Decoder(DeadLetter)
-_journal_decoder = msgspec.msgpack.Decoder(list[JournalEntry])
+_journal_page_decoder = msgspec.msgpack.Decoder(list[bytes])
 
 decode_record = _record_decoder.decode
 decode_delivered = _delivered_decoder.decode
 decode_log_message = _log_decoder.decode
 decode_log_page = _page_decoder.decode
 decode_dead_letter = _dead_decoder.decode
-decode_journal = _journal_decoder.decode
+decode_journal_page = _journal_page_decoder.decode  # the idents of one commit
+
+
+def journal_entry(topic: str, timer_id: str, done: DeliveredRecord) -> JournalEntry:
+    return JournalEntry(
+        topic, timer_id, done.requested_deliver_at_ms, done.key_ms, done.delivered_at_ms,
+        done.attempts, done.offset, done.created_at_ms,
+    )  # fmt: skip

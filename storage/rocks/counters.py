@@ -64,13 +64,17 @@ class CounterDelta:
         self.log_start: dict[str, int] = {}
         self.watermark_ms: int | None = None
 
-    def take_offset(self, topic: str) -> int:
-        """The next topic-log offset of ``topic`` (reserved for this batch)."""
+    def next_offset(self, topic: str) -> int:
+        """The next free topic-log offset of ``topic``, counting what this batch took."""
         offset = self.offsets.get(topic)
-        if offset is None:
-            offset = self._counters.next_offset.get(topic, 0)
-        self.offsets[topic] = offset + 1
-        return offset
+        return self._counters.next_offset.get(topic, 0) if offset is None else offset
+
+    def take_offsets(self, topic: str, first: int, count: int) -> None:
+        """Reserve ``count`` offsets from ``first`` (which must be ``next_offset(topic)``)."""
+        free = self.next_offset(topic)
+        if first != free:  # a bug in the caller, never an input error
+            raise RuntimeError(f"offsets of {topic} taken from {first}, but {free} is next")
+        self.offsets[topic] = first + count
 
     def stage(self, batch: rd.WriteBatch, meta: rd.ColumnFamily) -> None:
         c = self._counters

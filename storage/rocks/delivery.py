@@ -1,9 +1,11 @@
 """The delivery path of the RocksDB store: due scan, commit, retry, dead letters, release.
 
-A commit writes per timer: a delete of ``timers[key]``, a put of ``ids[topic,id]`` that
-overwrites the pending key time with the delivered record (format 2: no separate ``done``
-family and no delete of ``ids``), and - for the embedded log sink only - a put of
-``topiclog[topic,offset]``; plus one journal page and the counters for the whole batch.
+A commit writes per timer one put of ``ids[topic,id]`` that overwrites the pending key
+time with the delivered record (format 2: no separate ``done`` family and no delete of
+``ids``); per batch one ``delete_range`` over the scanned ``timers`` range (point deletes
+when the range was not clean), one ``topiclog`` page per topic holding the stored record
+bytes as they are (embedded log sink only), one journal page listing the idents, and the
+counters.
 """
 
 from __future__ import annotations
@@ -68,13 +70,13 @@ def commit_delivered(
     hd = core.handles.handles
     cf_timers, cf_ids, cf_log = hd["timers"], hd["ids"], hd["topiclog"]
     encode, tag, raw_of = _encode, layout.DELIVERED_TAG, msgspec.Raw
-    log_entry = records.RawLogEntry
+    log_entry, delivered_record = records.RawLogEntry, records.DeliveredRecord
     to_log = sink == LOG_SINK
     with core.lock:
         batch = rd.WriteBatch(raw_mode=True)
         put, delete = batch.put, batch.delete
         delta = core.delta()
-        offsets, journal = [], []
+        offsets, keys, journal = [], [], []  # journal: the idents (see storage.rocks.keys)
         pages: dict[str, tuple[int, list[records.RawLogEntry]]] = {}
         for t in timers:
             key, r = t.key, t.record
@@ -82,22 +84,21 @@ def commit_delivered(
             attempts = r.attempts + 1
             offset = -1
             if to_log:
-                offset = delta.take_offset(t.topic)
                 page = pages.get(t.topic)
                 if page is None:
-                    page = pages[t.topic] = (offset, [])
+                    page = pages[t.topic] = (delta.next_offset(t.topic), [])
+                entries = page[1]
+                offset = page[0] + len(entries)
                 raw = raw_of(t.raw or encode(r))
-                page[1].append(log_entry(t.id, t.key_ms, attempts, raw))
-            done = records.DeliveredRecord(
+                entries.append(log_entry(t.id, t.key_ms, attempts, raw))
+            done = delivered_record(
                 delivered_ms, offset, t.key_ms, r.requested_deliver_at_ms,
                 r.created_at_ms, attempts, sink,
             )  # fmt: skip
             put(ident, tag + encode(done), cf_ids)
             offsets.append(offset)
-            entry = records.JournalEntry(t.topic, t.id, r.requested_deliver_at_ms, t.key_ms,
-                                       delivered_ms, attempts, offset, r.created_at_ms)  # fmt: skip
-            journal.append(entry)
-        keys = [t.key for t in timers]
+            keys.append(key)
+            journal.append(ident)
         scanned = core.take_clean_range(keys)
         if scanned is not None:  # nothing else lives in the range: one range tombstone
             batch.delete_range(scanned[0], scanned[1], cf_timers)
@@ -105,6 +106,7 @@ def commit_delivered(
             for key in keys:
                 delete(key, cf_timers)
         for topic, (first, entries) in pages.items():
+            delta.take_offsets(topic, first, len(entries))
             page_bytes = encode(records.RawLogPage(delivered_ms, entries))
             put(layout.log_key(topic.encode(), first), page_bytes, cf_log)
         for topic, count in Counter(t.topic for t in timers).items():

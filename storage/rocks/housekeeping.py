@@ -58,13 +58,12 @@ def expire_done(h: RocksHandles, older_than_ms: int) -> int:
     it = bounded_iter(h.cfs["journal"], layout.u64(0), layout.u64(older_than_ms))
     batch = rd.WriteBatch(raw_mode=True)
     while it.valid():
-        entries = records.decode_journal(it.value())
-        idents = [layout.ident_key(e.topic.encode(), e.id.encode()) for e in entries]
+        idents = records.decode_journal_page(it.value())
         for ident, value in zip(idents, multi_get(h.cfs["ids"], idents), strict=True):
             if value is not None and len(value) != 8:  # delivered, not pending
                 batch.delete(ident, h.handles["ids"])
         batch.delete(it.key(), h.handles["journal"])
-        expired += len(entries)
+        expired += len(idents)
         if len(batch) >= CHUNK:
             h.db.write(batch, h.write_options)
             batch = rd.WriteBatch(raw_mode=True)

@@ -14,8 +14,8 @@ import rocksdict as rd
 
 from storage import records
 from storage.errors import StoreOpenError
-from storage.rocks import keys as layout
-from storage.rocks.db import FAMILIES, iter_items
+from storage.rocks.db import FAMILIES
+from storage.rocks.reads import journal_entries
 
 
 def read_journal(path: str, since_ms: int = 0) -> Iterator[records.JournalEntry]:
@@ -33,9 +33,8 @@ def read_journal(path: str, since_ms: int = 0) -> Iterator[records.JournalEntry]
     except Exception as exc:  # the binding raises a bare Exception for every RocksDB error
         raise StoreOpenError(f"cannot open the RocksDB store in {path} read-only: {exc}") from exc
     try:
-        journal = db.get_column_family("journal")
-        for _key, page in iter_items(journal, layout.u64(since_ms)):
-            yield from records.decode_journal(page)
-        del journal
+        journal, ids = db.get_column_family("journal"), db.get_column_family("ids")
+        yield from journal_entries(journal, ids, since_ms)
+        del journal, ids
     finally:
         db.close()

@@ -12,7 +12,11 @@ Column families and their keys (``|`` is concatenation, not a byte)::
                                                             messages of one commit, offsets
                                                             first.., read by seek_for_prev
     deadletter:| topic | 0x00 | id |                      -> DeadLetter (msgpack array)
-    journal:   | u64be delivered ms | u64be sequence |     -> list[JournalEntry]
+    journal:   | u64be delivered ms | u64be sequence |     -> list[bytes]: the idents
+                                                            (topic | 0x00 | id) of one
+                                                            commit; each resolves in ids to
+                                                            its delivered record, and both
+                                                            expire together
     meta:      | ascii name |                             -> small values (counters,
                                                             format_version = 2)
     control:   owned by storage.rocks.control (routes, consumer groups)

@@ -14,10 +14,10 @@ from typing import cast
 import rocksdict as rd
 
 from storage import records
-from storage.errors import InvalidInputError
+from storage.errors import InvalidInputError, StoreCorruptError
 from storage.protocol import LoggedMessage, TimerPage, TimerState, TimerView
 from storage.rocks import keys as layout
-from storage.rocks.db import RocksHandles, iter_items, iter_keys
+from storage.rocks.db import RocksHandles, iter_items, iter_keys, multi_get
 
 # A filtered listing stops after visiting this many keys per returned timer and hands
 # back a cursor, so one request never walks an unbounded range.
@@ -241,6 +241,23 @@ def dead_letter_keys(h: RocksHandles, topic: str | None) -> list[bytes]:
     return list(iter_keys(h.cfs["deadletter"], start, options))
 
 
-def journal(cf: rd.Rdict, since_ms: int) -> Iterator[records.JournalEntry]:
-    for _key, value in iter_items(cf, layout.u64(since_ms)):
-        yield from records.decode_journal(value)
+def journal(h: RocksHandles, since_ms: int) -> Iterator[records.JournalEntry]:
+    yield from journal_entries(h.cfs["journal"], h.cfs["ids"], since_ms)
+
+
+def journal_entries(
+    journal_cf: rd.Rdict, ids_cf: rd.Rdict, since_ms: int
+) -> Iterator[records.JournalEntry]:
+    """Deliveries from ``since_ms`` on: each page's idents joined with their records.
+
+    A page and the delivered records it lists expire together (``expire_done``), and a
+    delivered identity cannot be scheduled again before that, so every ident resolves.
+    """
+    for _key, page in iter_items(journal_cf, layout.u64(since_ms)):
+        idents = records.decode_journal_page(page)
+        for ident, value in zip(idents, multi_get(ids_cf, idents), strict=True):
+            if value is None or not value.startswith(layout.DELIVERED_TAG):
+                raise StoreCorruptError(f"journal lists {ident!r} without its delivered record")
+            topic, timer_id = layout.split_ident(ident)
+            done = records.decode_delivered(value[len(layout.DELIVERED_TAG) :])
+            yield records.journal_entry(topic, timer_id, done)

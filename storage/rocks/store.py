@@ -148,7 +148,7 @@ class RocksTimerStore:
 
     def journal(self, since_ms: int = 0) -> Iterable[JournalEntry]:
         """Delivery history still within retention (for export and analytics)."""
-        return reads.journal(self.handles.cfs["journal"], since_ms)
+        return reads.journal(self.handles, since_ms)
 
     # ----------------------------------------------------------------- housekeeping
     def housekeep(self, now_ms: int) -> HousekeepingReport:

@@ -8,7 +8,7 @@ import rocksdict as rd
 from storage.errors import StoreFormatError, StoreOpenError
 from storage.protocol import LOG_SINK, NewTimer, TimerState
 from storage.rocks import RocksSettings, RocksTimerStore
-from storage.rocks.db import FORMAT_KEY, FORMAT_VERSION
+from storage.rocks.db import FAMILIES, FORMAT_KEY, FORMAT_VERSION
 
 NOW = 1_700_000_000_000
 
@@ -104,3 +104,25 @@ def test_delivered_by_sink_survives_a_reopen(tmp_path):
         assert [t.log_end_offset for t in store.topics()] == [2]
     finally:
         store.close()
+
+
+def test_a_journal_page_lists_idents_and_reads_back_joined_with_their_records(tmp_path):
+    store = RocksTimerStore(RocksSettings(str(tmp_path / "r"), done_retention_ms=1000))
+    try:
+        store.schedule([NewTimer("o", "a", NOW - 50), NewTimer("p", "b", NOW)], NOW - 100)
+        store.commit_delivered(store.due(NOW, 10), NOW + 7, sink=LOG_SINK)
+        assert [(e.topic, e.id, e.requested_deliver_at_ms, e.key_ms, e.delivered_ms,
+                 e.attempts, e.offset, e.created_at_ms) for e in store.journal()] == [
+            ("o", "a", NOW - 50, NOW - 50, NOW + 7, 1, 0, NOW - 100),
+            ("p", "b", NOW, NOW, NOW + 7, 1, 0, NOW - 100),
+        ]  # fmt: skip
+        assert store.housekeep(NOW + 2000).done_expired == 2
+        assert list(store.journal()) == []  # the page went with the records it lists
+    finally:
+        store.close()
+    db = rd.Rdict(str(tmp_path / "r"), rd.Options(raw_mode=True),
+                  column_families={n: rd.Options(raw_mode=True) for n in FAMILIES})  # fmt: skip
+    try:
+        assert list(db.get_column_family("journal").keys()) == []
+    finally:
+        db.close()
