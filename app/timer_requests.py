@@ -136,13 +136,31 @@ def _deliver_at_ms(req: TimerRequest, now_ms: int) -> int:
 
 
 def to_new_timer(req: TimerRequest, now_ms: int, timer_id: str, limits: RequestLimits) -> NewTimer:
-    """One request as a NewTimer, or InvalidInputError naming the field and the rule."""
-    deliver_at_ms = _deliver_at_ms(req, now_ms)
-    payload, binary = _payload(req, limits)
-    headers = req.headers or {}
+    """One request as a NewTimer, or InvalidInputError naming the field and the rule.
+
+    The common shapes (a delay or a time in range, a text payload within the limit) are
+    checked inline: this runs once per timer of a 10,000-timer batch. Anything else goes
+    through the checks that name the field and the rule.
+    """
+    delay_ms, deliver_at_ms = req.delay_ms, req.deliver_at_ms
+    if deliver_at_ms is None and delay_ms is not None and 0 <= delay_ms <= MAX_TIME_MS - now_ms:
+        deliver_at_ms = now_ms + delay_ms
+    elif delay_ms is not None or deliver_at_ms is None or not 0 <= deliver_at_ms <= MAX_TIME_MS:
+        deliver_at_ms = _deliver_at_ms(req, now_ms)  # raises, naming the field
+    text = req.payload
+    if text is not None and req.payload_b64 is None:
+        try:
+            payload, binary = text.encode(), False
+        except UnicodeEncodeError:
+            payload, binary = _payload(req, limits)  # raises, naming the field
+    else:
+        payload, binary = _payload(req, limits)
+    if len(payload) > limits.max_payload_bytes:
+        payload, binary = _payload(req, limits)  # raises, naming the field
+    headers = req.headers
     if headers:
         _check_headers(headers, limits)
-    return NewTimer(req.topic, timer_id, deliver_at_ms, payload, headers, binary)
+    return NewTimer(req.topic, timer_id, deliver_at_ms, payload, headers or {}, binary)
 
 
 def to_new_timers(
