@@ -12,15 +12,6 @@ delivered timers. A past-due schedule is clamped to a key time at or after the c
 (see ``clamp_floor_ms``), so it cannot land behind the scanner. The persisted watermark
 is where a restarted store starts; housekeeping advances it to the first live key and
 range-deletes and compacts everything below it.
-
-Write order: every write reaches RocksDB in the order its counters were staged (the
-counters are written as absolute values, so a later write must land later). Writes made
-under ``core.lock`` take ``_write_order`` inside it. A delivery commit, the hot path,
-stages under the lock and then writes *outside* it (``stage_write`` / ``finish_write``):
-``db.write`` releases the GIL, and the scanner may scan the next batch meanwhile. That is
-safe because the commit's keys stay in flight until the write is done, so no schedule,
-cancel or scan can touch them in between. A failed write leaves memory ahead of disk, so
-the store then refuses every call (``StoreClosedError``) until it is reopened.
 """
 
 from __future__ import annotations
@@ -49,16 +40,9 @@ class RocksCore:
         # first key -> (last key, count) of due batches whose scanned range held nothing
         # but their own keys: committed whole, they are removed by one delete_range
         self.clean_ranges: dict[bytes, tuple[bytes, int]] = {}
-        self._write_order = threading.Lock()  # taken inside ``lock``, never the other way
-        self._failure: str | None = None
 
     @property
     def handles(self) -> RocksHandles:
-        if self._failure is not None:
-            raise StoreClosedError(
-                f"the store stopped after a failed write ({self._failure}); restart the "
-                "service: the failed write was never acknowledged, nothing acknowledged is lost"
-            )
         if self._h is None:
             raise StoreClosedError("the store is closed")
         return self._h
@@ -72,32 +56,9 @@ class RocksCore:
         h = self.handles
         if delta is not None:
             delta.stage(batch, h.handles["meta"])
-        with self._write_order:
-            h.db.write(batch, h.write_options)
+        h.db.write(batch, h.write_options)
         if delta is not None:
             delta.apply()
-
-    def stage_write(self, batch: rd.WriteBatch, delta: CounterDelta) -> None:
-        """Stage ``delta`` into ``batch`` and take the next place in the write order (lock
-        held); the caller must then call ``finish_write`` after releasing the lock."""
-        delta.stage(batch, self.handles.handles["meta"])
-        self._write_order.acquire()
-        delta.apply()  # the next staging builds on it, and lands after this write
-
-    def finish_write(self, batch: rd.WriteBatch, in_flight_keys: list[bytes]) -> None:
-        """Write a staged batch without holding ``lock``; then settle its in-flight keys."""
-        try:
-            h = self._h
-            if h is None or self._failure is not None:
-                raise StoreClosedError("the store closed before a staged write")
-            h.db.write(batch, h.write_options)
-        except Exception as exc:  # memory is ahead of disk now: refuse everything after
-            self._failure = self._failure or f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            self._write_order.release()
-        with self.lock:
-            self.settle(in_flight_keys)
 
     def delta(self) -> CounterDelta:
         return CounterDelta(self.counters)
@@ -141,7 +102,7 @@ class RocksCore:
         return h.db, h.cfs["control"], h.write_options
 
     def close(self) -> None:
-        with self.lock, self._write_order:  # a staged write finishes first
+        with self.lock:
             if self._h is not None:
                 self._h.close()
                 self._h = None

@@ -116,8 +116,8 @@ def commit_delivered(
         delta.totals["journal_seq"] += 1
         delta.totals["delivered"] += len(timers)
         delta.totals[SINK_TOTAL_PREFIX + sink] += len(timers)
-        core.stage_write(batch, delta)
-    core.finish_write(batch, keys)  # outside the lock: the scanner runs during the write
+        core.write(batch, delta)
+        core.settle(keys)
     return offsets
 
 
