@@ -12,10 +12,10 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from api.auth import admin_guard, guard
+from api.auth import admin_guard, guard, metrics_guard
 from api.docs import install_docs
 from api.errors import install_error_handlers
-from api.routes import admin, deadletters, health, stats, timers, topics
+from api.routes import admin, deadletters, health, metrics, stats, timers, topics
 from app.clock import Clock
 from app.config import Settings
 from app.engine.sinks import Sink
@@ -70,5 +70,6 @@ def create_app(
     for module in (timers, topics, stats, deadletters):
         app.include_router(module.router, dependencies=[Depends(guard)])
     app.include_router(admin.router, dependencies=[Depends(admin_guard)])
+    app.include_router(metrics.router, dependencies=[Depends(metrics_guard)])
     install_docs(app)
     return app

@@ -59,3 +59,10 @@ async def admin_guard(request: Request) -> None:
     _accepting(request)
     settings: Settings = request.app.state.settings
     _require(request, settings.admin_keys or settings.api_keys)
+
+
+async def metrics_guard(request: Request) -> None:
+    """/metrics: the /v1 API-key rule unless ``metrics_public`` is set."""
+    settings: Settings = request.app.state.settings
+    if not settings.metrics_public:
+        _require(request, settings.api_keys)

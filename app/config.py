@@ -56,6 +56,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     api_keys: tuple[str, ...] = ()
     admin_keys: tuple[str, ...] = ()
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    log_format: Literal["text", "json"] = "text"  # json: one JSON object per line
+    metrics_public: bool = False  # True: /metrics needs no API key
     shutdown_grace_ms: int = 10_000  # in-flight requests, then queued batches, may finish
     engine: EngineSettings = msgspec.field(default_factory=EngineSettings)
     limits: RequestLimits = msgspec.field(default_factory=RequestLimits)

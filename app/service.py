@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import ParamSpec, TypeVar
 
@@ -30,6 +31,8 @@ from app.engine.sinks import Sink
 from app.notify import TopicNotifier
 from app.stats import ServiceStats
 from app.stores import open_store
+from app.telemetry import Telemetry
+from app.telemetry_gauges import ServiceGauges
 from app.timer_requests import (
     IdMaker,
     Problem,
@@ -88,6 +91,9 @@ class TimerService:
         self._idle: asyncio.Event | None = None
         self.last_snapshot: ServiceStats | None = None
         self.last_housekeeping: HousekeepingReport | None = None
+        self.last_oldest_due_ms: int | None = None  # at the last stats snapshot
+        self.telemetry = Telemetry()
+        self.telemetry.registry.register(ServiceGauges(self))
 
     # ----------------------------------------------------------------- lifecycle
     @property
@@ -112,6 +118,7 @@ class TimerService:
             self.settings.engine,
             sink=self._sink,
             on_delivered=self.notifier.notify_threadsafe,
+            telemetry=self.telemetry,
         )
         if self._run_engine:
             self.engine.start()
@@ -157,8 +164,10 @@ class TimerService:
     async def schedule_one(self, req: TimerRequest) -> tuple[ScheduleResult, NewTimer]:
         now_ms = self.clock.now_ms()
         timer_id = req.id if req.id is not None else self.ids.make(now_ms)[0]
+        started = time.perf_counter()
         timer = to_new_timer(req, now_ms, timer_id, self.limits)
         results = await self._call(self.store.schedule, [timer], now_ms)
+        self.telemetry.scheduled_results([results[0].replaced], "one", _since(started))
         return results[0], timer
 
     async def schedule_many(
@@ -170,8 +179,11 @@ class TimerService:
         together with every other bad item, and nothing is stored.
         """
         now_ms = self.clock.now_ms()
+        started = time.perf_counter()
         timers = to_new_timers(reqs, now_ms, self.ids, self.limits, problems)
-        return await self._call(self._schedule_chunks, timers, now_ms)
+        results = await self._call(self._schedule_chunks, timers, now_ms)
+        self.telemetry.scheduled_results((r.replaced for r in results), "batch", _since(started))
+        return results
 
     def _schedule_chunks(self, timers: list[NewTimer], now_ms: int) -> list[ScheduleResult]:
         chunk = self.limits.store_chunk_timers
@@ -198,6 +210,7 @@ class TimerService:
 
     async def cancel(self, topic: str, timer_id: str) -> None:
         (result,) = await self._call(self.store.cancel, [(topic, timer_id)])
+        self.telemetry.cancelled.labels(str(result.outcome)).inc()
         if result.outcome is CancelOutcome.UNKNOWN:
             raise NotFoundError(f"no timer {topic}/{timer_id}")
         if result.outcome is CancelOutcome.TOO_LATE:
@@ -246,7 +259,34 @@ class TimerService:
         return await self._call(self.store.dead_letters, topic=topic, limit=limit, after=cursor)
 
     async def replay(self, topic: str, timer_id: str) -> ScheduleResult:
-        return await self._call(self.store.replay_dead_letter, topic, timer_id, self.clock.now_ms())
+        now_ms = self.clock.now_ms()
+        result = await self._call(self.store.replay_dead_letter, topic, timer_id, now_ms)
+        self.telemetry.replayed.inc()
+        return result
+
+    async def replay_topic(self, topic: str) -> int:
+        """Replay every dead letter of ``topic`` (pages of ``max_page_limit``)."""
+        replayed, cursor = 0, None
+        while True:
+            limit = self.limits.max_page_limit
+            page = await self.dead_letters(topic=topic, limit=limit, cursor=cursor)
+            for view in page.timers:
+                await self.replay(view.topic, view.id)
+                replayed += 1
+            if page.next_cursor is None or not page.timers:
+                return replayed
+            cursor = page.next_cursor
+
+    async def purge_dead_letters(self, topic: str | None) -> int:
+        purged = await self._call(self.store.purge_dead_letters, topic)
+        self.telemetry.purged.inc(purged)
+        log.info(
+            "purged %d dead letters%s",
+            purged,
+            f" of topic {topic}" if topic else "",
+            extra={"event": "dead_letters_purged", "topic": topic, "count": purged},
+        )
+        return purged
 
     # ----------------------------------------------------------------- stats, housekeeping
     async def stats(self) -> ServiceStats:
@@ -258,12 +298,22 @@ class TimerService:
             self.settings.housekeeping.stats_count_cap,
         )
         self.last_snapshot = snapshot
+        oldest = await self._call(self.store.list_pending, limit=1)
+        self.last_oldest_due_ms = oldest.timers[0].deliver_at_ms if oldest.timers else None
         return snapshot
+
+    async def metrics(self) -> bytes:
+        """The Prometheus text exposition (in a worker thread: RocksDB property reads)."""
+        return await self._call(self.telemetry.render)
 
     async def housekeep(self) -> HousekeepingReport:
         report = await self._call(self.store.housekeep, self.clock.now_ms())
         self.last_housekeeping = report
         return report
+
+
+def _since(started: float) -> float:
+    return time.perf_counter() - started
 
 
 def _shifted(exc: ConflictError, start: int, *, stored: int) -> ConflictError:

@@ -1,7 +1,9 @@
-"""/v1/deadletters: timers that failed max_attempts times; list and replay."""
+"""/v1/deadletters: timers that failed max_attempts times; list, replay (one timer or a
+topic) and purge."""
 
 from __future__ import annotations
 
+import msgspec
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
@@ -9,6 +11,7 @@ from api.docs import responses
 from api.responses import MsgspecJSONResponse
 from api.routes.deps import page_limit, service_of
 from api.schemas import Timer, TimerList, timer_from_view
+from storage.names import validate_name
 
 router = APIRouter(prefix="/v1/deadletters", tags=["deadletters"])
 
@@ -43,3 +46,36 @@ async def replay(request: Request, topic: str, timer_id: str) -> Response:
     result = await service_of(request).replay(topic, timer_id)
     timer = Timer(result.topic, result.id, "pending", result.deliver_at_ms, result.created_at_ms, 0)
     return MsgspecJSONResponse(timer)
+
+
+class Replayed(msgspec.Struct, frozen=True):
+    replayed: int
+
+
+class Purged(msgspec.Struct, frozen=True):
+    purged: int
+
+
+@router.post(
+    "/{topic}/replay",
+    summary="Schedule every dead letter of a topic again, due now",
+    response_class=MsgspecJSONResponse,
+    responses=responses({200: ("how many were replayed", None)}),
+)
+async def replay_topic(request: Request, topic: str) -> Response:
+    validate_name("topic", topic)
+    return MsgspecJSONResponse(Replayed(await service_of(request).replay_topic(topic)))
+
+
+@router.delete(
+    "",
+    summary="Purge dead letters (all, or one topic's)",
+    response_class=MsgspecJSONResponse,
+    responses=responses({200: ("how many were purged", None)}),
+)
+async def purge(
+    request: Request, topic: str | None = Query(None, description="only this topic")
+) -> Response:
+    if topic is not None:
+        validate_name("topic", topic)
+    return MsgspecJSONResponse(Purged(await service_of(request).purge_dead_letters(topic)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
@@ -18,6 +19,7 @@ from app.engine.delivery_queue import Batch, DeliveryQueue
 from app.engine.sinks import Sink
 from app.engine.stage import StageThread
 from app.metrics import LatenessWindow
+from app.telemetry import Telemetry
 from storage.protocol import DueTimer, TimerStore
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,7 @@ class Dispatcher(StageThread):
         backoff_max_ms: int = 600_000,
         lateness: LatenessWindow | None = None,
         on_delivered: Callable[[set[str]], None] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         super().__init__(clock)
         self.store = store
@@ -53,6 +56,7 @@ class Dispatcher(StageThread):
         self.backoff_max_ms = backoff_max_ms
         self.lateness = lateness or LatenessWindow()
         self.on_delivered = on_delivered
+        self.telemetry = telemetry
         self.delivered = 0
         self.failed_batches = 0
 
@@ -65,6 +69,7 @@ class Dispatcher(StageThread):
         return len(batch)
 
     def deliver(self, batch: Batch, now_ms: int | None = None) -> None:
+        started = time.perf_counter()
         try:
             self.sink.deliver(batch)
         except Exception as exc:  # any sink failure is a failed delivery attempt
@@ -79,10 +84,14 @@ class Dispatcher(StageThread):
             self.store.release(batch)  # never strand timers in flight
             raise
         self.delivered += len(batch)
-        self.lateness.record(
+        lateness_ms = [
             delivered_ms - max(t.record.requested_deliver_at_ms, t.record.created_at_ms)
             for t in batch
-        )
+        ]
+        self.lateness.record(lateness_ms)
+        if self.telemetry is not None:
+            seconds = time.perf_counter() - started
+            self.telemetry.committed(batch, self.sink.name, seconds, lateness_ms)
         if self.on_delivered is not None:
             self.on_delivered({t.topic for t in batch})
 
@@ -103,9 +112,34 @@ class Dispatcher(StageThread):
             self.store.retry_later(timers, now_ms + delay, error)
         if dead:
             self.store.dead_letter(dead, now_ms, error)
+            _log_dead_letters(dead, error)
+        if self.telemetry is not None:
+            self.telemetry.delivery_failed(self.sink.name, len(batch), len(dead))
 
     def step(self) -> bool:
         return self.run_once(timeout_s=0.05) > 0
 
     def idle(self, stop: threading.Event) -> None:
         return None  # run_once already waited on the queue
+
+
+LOGGED_DEAD_LETTERS = 20  # per batch; the rest are counted in one summary line
+
+
+def _log_dead_letters(dead: Sequence[DueTimer], error: str) -> None:
+    """One line per dead-lettered timer (its topic and id), at most LOGGED_DEAD_LETTERS."""
+    for timer in dead[:LOGGED_DEAD_LETTERS]:
+        log.warning(
+            "dead-lettered %s/%s after %d attempts: %s",
+            timer.topic,
+            timer.id,
+            timer.record.attempts + 1,
+            error,
+            extra={"event": "dead_letter", "topic": timer.topic, "timer_id": timer.id},
+        )
+    if len(dead) > LOGGED_DEAD_LETTERS:
+        log.warning(
+            "dead-lettered %d more timers of this batch",
+            len(dead) - LOGGED_DEAD_LETTERS,
+            extra={"event": "dead_letter", "count": len(dead) - LOGGED_DEAD_LETTERS},
+        )

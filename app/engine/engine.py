@@ -17,6 +17,7 @@ from app.engine.dispatcher import Dispatcher
 from app.engine.scanner import Scanner
 from app.engine.sinks import Sink, TopicLogSink
 from app.metrics import LatenessWindow
+from app.telemetry import Telemetry
 from storage.protocol import TimerStore
 
 log = logging.getLogger(__name__)
@@ -41,13 +42,22 @@ class Engine:
         settings: EngineSettings | None = None,
         sink: Sink | None = None,
         on_delivered: Callable[[set[str]], None] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.settings = s = settings or EngineSettings()
+        self.telemetry = telemetry
         self.store = store
         self.clock = clock
         self.queue = DeliveryQueue(s.queue_capacity)
         self.lateness = LatenessWindow(s.lateness_window)
-        self.scanner = Scanner(store, self.queue, clock, tick_ms=s.tick_ms, batch_size=s.scan_batch)
+        self.scanner = Scanner(
+            store,
+            self.queue,
+            clock,
+            tick_ms=s.tick_ms,
+            batch_size=s.scan_batch,
+            telemetry=telemetry,
+        )
         self.sink = sink or TopicLogSink()
         self.dispatcher = Dispatcher(
             store,
@@ -59,6 +69,7 @@ class Engine:
             backoff_max_ms=s.backoff_max_ms,
             lateness=self.lateness,
             on_delivered=on_delivered,
+            telemetry=telemetry,
         )
 
     @property

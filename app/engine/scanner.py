@@ -8,6 +8,7 @@ import time
 from app.clock import Clock
 from app.engine.delivery_queue import DeliveryQueue
 from app.engine.stage import StageThread
+from app.telemetry import Telemetry
 from storage.protocol import TimerStore
 
 
@@ -22,6 +23,7 @@ class Scanner(StageThread):
         *,
         tick_ms: int = 10,
         batch_size: int = 1000,
+        telemetry: Telemetry | None = None,
     ) -> None:
         super().__init__(clock)
         self.store = store
@@ -30,6 +32,10 @@ class Scanner(StageThread):
         self.batch_size = batch_size
         self.last_scan_ms = 0.0  # wall duration of the last run_once, for /v1/stats
         self.last_scan_count = 0
+        self.telemetry = telemetry
+        # everything due at or before this time has been handed to the queue (None: no scan
+        # yet); ``now - cursor_ms`` is the scan cursor lag of /metrics
+        self.cursor_ms: int | None = None
 
     def run_once(self, now_ms: int | None = None) -> int:
         """Fill the queue with timers due at ``now_ms`` as far as it has room; return the count."""
@@ -37,11 +43,16 @@ class Scanner(StageThread):
         started = time.perf_counter()
         moved = 0
         while (free := self.queue.free()) > 0:
+            scan_started = time.perf_counter()
             batch = self.store.due(now_ms, min(self.batch_size, free))
+            if self.telemetry is not None:
+                self.telemetry.scanned(time.perf_counter() - scan_started, len(batch))
             if not batch:
+                self.cursor_ms = now_ms  # caught up: nothing more is due at now_ms
                 break
             self.queue.put(batch)
             moved += len(batch)
+            self.cursor_ms = max(self.cursor_ms or 0, batch[-1].key_ms)
         self.last_scan_ms = (time.perf_counter() - started) * 1000
         self.last_scan_count = moved
         return moved

@@ -31,6 +31,7 @@ from storage.rocks import keys as layout
 from storage.rocks.core import RocksCore
 from storage.rocks.counters import SINK_TOTAL_PREFIX
 from storage.rocks.db import RocksHandles, RocksSettings, read_ticker
+from storage.rocks.metrics import RocksMetrics, read_metrics
 
 
 class RocksTimerStore:
@@ -52,6 +53,10 @@ class RocksTimerStore:
     def ticker(self, name: str) -> int:
         """A RocksDB statistics ticker (needs ``RocksSettings.statistics``)."""
         return read_ticker(self.handles.options, name)
+
+    def rocksdb_metrics(self) -> RocksMetrics:
+        """RocksDB properties and tickers for ``/metrics`` (in memory: iterates nothing)."""
+        return read_metrics(self.handles, self.settings.block_cache_bytes)
 
     # ----------------------------------------------------------------- writes
     def schedule(self, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:

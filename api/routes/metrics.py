@@ -1,0 +1,21 @@
+"""/metrics: the Prometheus text exposition of ``app.telemetry`` (the api only renders it)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from api.routes.deps import service_of
+from app.telemetry import CONTENT_TYPE
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=Response,
+    responses={200: {"description": "Prometheus text format", "content": {CONTENT_TYPE: {}}}},
+)
+async def metrics(request: Request) -> Response:
+    return Response(await service_of(request).metrics(), media_type=CONTENT_TYPE)

@@ -1,0 +1,158 @@
+"""Gauges read at scrape time from what the store and the engine keep in memory.
+
+Nothing here iterates the store: pending counts, in-flight set size, watermark and topic
+log ends are the store's in-memory counters; queue depth and the scan cursor are the
+engine's; RocksDB numbers are properties and tickers. The due-time buckets and the
+oldest pending due time need a key scan, so they come from the last stats snapshot
+(the housekeeper takes one every ``housekeeping.stats_snapshot_interval_ms``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from app.clock import Clock
+from app.engine import Engine
+from app.stats import ServiceStats
+from app.telemetry import PREFIX
+from storage.errors import StoreClosedError
+from storage.protocol import TimerStore
+from storage.rocks.metrics import RocksMetrics
+
+P = PREFIX
+
+
+@runtime_checkable
+class SupportsRocksMetrics(Protocol):
+    def rocksdb_metrics(self) -> RocksMetrics: ...
+
+
+class GaugeSource(Protocol):
+    """What the gauges read (``TimerService`` has it all)."""
+
+    clock: Clock
+    engine: Engine | None
+    last_snapshot: ServiceStats | None
+    last_oldest_due_ms: int | None
+
+    @property
+    def store(self) -> TimerStore: ...
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"{P}_{name}", doc, value=value)
+
+
+class ServiceGauges(Collector):
+    def __init__(self, source: GaugeSource) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        now_ms = self.source.clock.now_ms()
+        try:
+            store = self.source.store
+        except StoreClosedError:
+            return
+        yield from _store_gauges(store)
+        if self.source.engine is not None:
+            yield from _engine_gauges(self.source.engine, now_ms)
+        yield from _snapshot_gauges(self.source.last_snapshot, self.source.last_oldest_due_ms)
+        if isinstance(store, SupportsRocksMetrics):
+            yield from _rocks_gauges(store.rocksdb_metrics())
+
+
+def _store_gauges(store: TimerStore) -> Iterator[Metric]:
+    info = InfoMetricFamily(f"{P}_store", "Which store the service runs on")
+    info.add_metric([], {"store": store.name})
+    yield info
+    stats = store.stats()
+    topics = store.topics()  # in memory: pending count and log end of every known topic
+    pending = GaugeMetricFamily(f"{P}_pending_timers", "Pending timers by topic", labels=["topic"])
+    for row in topics:
+        pending.add_metric([row.topic], row.pending)
+    yield pending
+    yield _gauge("in_flight_timers", "Timers handed to the engine, not committed", stats.in_flight)
+    yield _gauge("dead_letters", "Timers in the dead letters now", stats.dead_lettered)
+    yield _gauge(
+        "watermark_timestamp_seconds",
+        "The store's watermark: every key before it is delivered or deleted",
+        stats.watermark_ms / 1000,
+    )
+    log_end = GaugeMetricFamily(
+        f"{P}_topic_log_end_offset", "Next offset of each topic log", labels=["topic"]
+    )
+    for row in topics:
+        log_end.add_metric([row.topic], row.log_end_offset)
+    yield log_end
+
+
+def _engine_gauges(engine: Engine, now_ms: int) -> Iterator[Metric]:
+    yield _gauge("delivery_queue_depth_timers", "Timers in the delivery queue", engine.queue.depth)
+    yield _gauge(
+        "delivery_queue_capacity_timers", "Capacity of the delivery queue", engine.queue.capacity
+    )
+    cursor_ms = engine.scanner.cursor_ms
+    if cursor_ms is not None:
+        yield _gauge(
+            "scan_cursor_lag_seconds",
+            "Now minus the time up to which every due timer was handed to the queue",
+            max(0, now_ms - cursor_ms) / 1000,
+        )
+
+
+def _snapshot_gauges(snapshot: ServiceStats | None, oldest_ms: int | None) -> Iterator[Metric]:
+    if snapshot is None:
+        return
+    yield _gauge(
+        "stats_snapshot_timestamp_seconds",
+        "When the due-time buckets below were counted",
+        snapshot.now_ms / 1000,
+    )
+    buckets = GaugeMetricFamily(
+        f"{P}_pending_due_timers",
+        "Pending timers by due time from the snapshot (capped count)",
+        labels=["due"],
+    )
+    for name in ("due_now", "lt_5s", "lt_1m", "lt_1h", "lt_1d", "later"):
+        buckets.add_metric([name], getattr(snapshot.due_buckets, name))
+    yield buckets
+    if oldest_ms is not None:
+        yield _gauge(
+            "oldest_pending_due_timestamp_seconds",
+            "Due time of the oldest timer not yet delivered (at the snapshot)",
+            oldest_ms / 1000,
+        )
+
+
+def _rocks_gauges(m: RocksMetrics) -> Iterator[Metric]:
+    r = f"{P}_rocksdb"
+    yield GaugeMetricFamily(f"{r}_live_sst_bytes", "Live SST files, all families", m.live_sst_bytes)
+    yield GaugeMetricFamily(
+        f"{r}_pending_compaction_bytes",
+        "Estimated bytes compaction must rewrite, all families",
+        m.pending_compaction_bytes,
+    )
+    yield GaugeMetricFamily(f"{r}_memtable_bytes", "Memtables, all families", m.memtable_bytes)
+    yield GaugeMetricFamily(
+        f"{r}_block_cache_usage_bytes", "Block cache in use", m.block_cache_usage_bytes
+    )
+    yield GaugeMetricFamily(
+        f"{r}_block_cache_capacity_bytes", "Block cache capacity", m.block_cache_capacity_bytes
+    )
+    yield CounterMetricFamily(
+        f"{r}_write_stall_seconds", "Cumulative write stall time", m.write_stall_seconds
+    )
+    if m.tickers:
+        tickers = CounterMetricFamily(
+            f"{r}_ticker",
+            "RocksDB statistics tickers (with rocks.statistics=true)",
+            labels=["ticker"],
+        )
+        for name, value in sorted(m.tickers.items()):
+            tickers.add_metric([name], value)
+        yield tickers
