@@ -16,6 +16,7 @@ from api.auth import admin_guard, guard, metrics_guard
 from api.docs import install_docs
 from api.errors import install_error_handlers
 from api.routes import admin, deadletters, health, metrics, stats, timers, topics
+from api.ui import install_ui
 from app.clock import Clock
 from app.config import Settings
 from app.engine.sinks import Sink
@@ -72,4 +73,5 @@ def create_app(
     app.include_router(admin.router, dependencies=[Depends(admin_guard)])
     app.include_router(metrics.router, dependencies=[Depends(metrics_guard)])
     install_docs(app)
+    install_ui(app)
     return app

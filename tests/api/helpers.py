@@ -23,6 +23,7 @@ from api.app import create_app
 from app.clock import FakeClock
 from app.config import Settings, load_settings
 from app.service import TimerService
+from app.sink import Sink
 
 ROOT = Path(__file__).resolve().parents[2]
 T0_MS = 1_700_000_000_000
@@ -51,8 +52,8 @@ class FakeApi:
 class ThreadServer:
     """The real app under a real uvicorn on a random 127.0.0.1 port, in a thread."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.service = TimerService(settings)
+    def __init__(self, settings: Settings, sink: Sink | None = None) -> None:
+        self.service = TimerService(settings, sink=sink)
         self.app = app = create_app(settings, service=self.service)
         config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
         self.server = uvicorn.Server(config)

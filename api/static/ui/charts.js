@@ -1,0 +1,81 @@
+// Minimal canvas charts (no library): a line chart over time and a bar chart.
+// Each chart records how many data points it drew in the canvas's data-points attribute.
+"use strict";
+
+const Charts = (() => {
+  const PAD = { left: 48, right: 10, top: 10, bottom: 22 };
+
+  function niceMax(value) {
+    if (!(value > 0)) return 1;
+    const step = Math.pow(10, Math.floor(Math.log10(value)));
+    for (const m of [1, 2, 5, 10]) if (m * step >= value) return m * step;
+    return 10 * step;
+  }
+
+  function frame(canvas, yMax, xLabels) {
+    const ctx = canvas.getContext("2d");
+    const w = canvas.width, h = canvas.height;
+    ctx.clearRect(0, 0, w, h);
+    ctx.font = "11px system-ui, sans-serif";
+    ctx.strokeStyle = "#e4e7eb";
+    ctx.fillStyle = "#6b7580";
+    for (let i = 0; i <= 4; i++) {
+      const y = PAD.top + (h - PAD.top - PAD.bottom) * (1 - i / 4);
+      ctx.beginPath(); ctx.moveTo(PAD.left, y); ctx.lineTo(w - PAD.right, y); ctx.stroke();
+      ctx.fillText(formatNumber(yMax * i / 4), 4, y + 4);
+    }
+    xLabels.forEach(([x, text]) => ctx.fillText(text, x - 12, h - 6));
+    return ctx;
+  }
+
+  function formatNumber(v) {
+    if (v >= 1e6) return (v / 1e6).toFixed(1) + "M";
+    if (v >= 1e3) return (v / 1e3).toFixed(1) + "k";
+    return Number.isInteger(v) || v >= 100 ? v.toFixed(0) : v.toFixed(1);
+  }
+
+  // series: [{values: [[t_ms, y|null], ...], color}]; the x axis spans windowMs up to now.
+  function line(canvas, series, windowMs, nowMs) {
+    const w = canvas.width, h = canvas.height;
+    const all = series.flatMap(s => s.values.map(v => v[1]).filter(v => v !== null));
+    const yMax = niceMax(Math.max(0, ...all));
+    const x = t => PAD.left + (w - PAD.left - PAD.right) * (1 - (nowMs - t) / windowMs);
+    const y = v => PAD.top + (h - PAD.top - PAD.bottom) * (1 - v / yMax);
+    const labels = [];
+    for (let i = 4; i >= 0; i--) {
+      const ago = windowMs * i / 4;
+      const text = ago >= 120000 ? `-${Math.round(ago / 60000)}m` : `-${Math.round(ago / 1000)}s`;
+      labels.push([x(nowMs - ago), i ? text : "now"]);
+    }
+    const ctx = frame(canvas, yMax, labels);
+    let points = 0;
+    for (const s of series) {
+      ctx.strokeStyle = s.color; ctx.lineWidth = 2; ctx.beginPath();
+      let pen = false;
+      for (const [t, v] of s.values) {
+        if (v === null || t < nowMs - windowMs) { pen = false; continue; }
+        if (pen) ctx.lineTo(x(t), y(v)); else ctx.moveTo(x(t), y(v));
+        pen = true; points++;
+      }
+      ctx.stroke();
+    }
+    canvas.dataset.points = String(points);
+  }
+
+  // bars: [[label, value], ...]
+  function bars(canvas, data, color) {
+    const w = canvas.width, h = canvas.height;
+    const yMax = niceMax(Math.max(0, ...data.map(d => d[1])));
+    const slot = (w - PAD.left - PAD.right) / data.length;
+    const labels = data.map(([label], i) => [PAD.left + slot * (i + 0.5), label]);
+    const ctx = frame(canvas, yMax, labels);
+    ctx.fillStyle = color;
+    data.forEach(([, v], i) => {
+      const top = PAD.top + (h - PAD.top - PAD.bottom) * (1 - v / yMax);
+      ctx.fillRect(PAD.left + slot * i + slot * 0.15, top, slot * 0.7, h - PAD.bottom - top);
+    });
+    canvas.dataset.points = String(data.filter(d => d[1] > 0).length);
+  }
+
+  return { line, bars, formatNumber };
+})();
