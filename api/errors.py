@@ -122,7 +122,19 @@ async def _http_handler(request: Request, exc: Exception) -> Response:
 
 
 async def _unexpected_handler(request: Request, exc: Exception) -> Response:
-    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    params = request.path_params
+    log.exception(
+        "unexpected error on %s %s",
+        request.method,
+        request.url.path,
+        extra={
+            "event": "error",
+            "method": request.method,
+            "path": request.url.path,
+            "topic": params.get("topic"),
+            "timer_id": params.get("timer_id"),
+        },
+    )
     return error_response(500, ErrorDetail("internal", "internal error; see the server log"))
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import uvicorn
 
 from app.config import Settings, load_settings
+from app.logs import configure_logging
 from app.service import TimerService
 from app.stores import open_store
 from storage.errors import ConfigError, StoreOpenError
@@ -81,6 +82,7 @@ def build_server(settings: Settings, store: TimerStore | None = None) -> Gracefu
         port=settings.port,
         log_level=settings.log_level,
         access_log=settings.log_level == "debug",
+        log_config=None,  # app.logs.configure_logging set the root handler for every logger
         timeout_graceful_shutdown=max(1, settings.shutdown_grace_ms // 1000),
         lifespan="on",
     )
@@ -99,10 +101,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"timerstore serve: {exc.message}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run
+    configure_logging(settings.log_format, settings.log_level)  # uvicorn's logs follow it
     try:  # opened before uvicorn starts, so a bad data directory is one line, not a traceback
         store = open_store(settings)
     except StoreOpenError as exc:

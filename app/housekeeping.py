@@ -80,6 +80,13 @@ class Housekeeper:
             " (advanced)" if report.watermark_advanced else "",
             report.done_expired,
             report.log_messages_expired,
+            extra={
+                "event": "housekeeping",
+                "watermark_ms": report.watermark_ms,
+                "watermark_advanced": report.watermark_advanced,
+                "done_expired": report.done_expired,
+                "log_messages_expired": report.log_messages_expired,
+            },
         )
 
     async def _snapshot(self) -> None:

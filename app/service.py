@@ -30,7 +30,7 @@ from app.engine import Engine
 from app.engine.sinks import Sink
 from app.notify import TopicNotifier
 from app.stats import ServiceStats
-from app.stores import open_store
+from app.stores import open_store, store_format
 from app.telemetry import Telemetry
 from app.telemetry_gauges import ServiceGauges
 from app.timer_requests import (
@@ -123,7 +123,30 @@ class TimerService:
         if self._run_engine:
             self.engine.start()
         self.accepting = True
-        log.info("service started: store %s at %s", self._store.name, self.settings.data_dir)
+        self._log_started(self._store)
+
+    def _log_started(self, store: TimerStore) -> None:
+        stats = store.stats()
+        log.info(
+            "store opened: %s (%s) at %s, %d pending, %d dead letters, %d delivered",
+            store.name,
+            store_format(store),
+            self.settings.data_dir,
+            stats.pending,
+            stats.dead_lettered,
+            stats.delivered,
+            extra={
+                "event": "store_opened",
+                "store": store.name,
+                "format": store_format(store),
+                "data_dir": self.settings.data_dir,
+                "pending": stats.pending,
+                "dead_letters": stats.dead_lettered,
+                "delivered": stats.delivered,
+                "topics": len(stats.pending_by_topic),
+            },
+        )
+        log.info("service started", extra={"event": "started", "engine": self._run_engine})
 
     def begin_shutdown(self) -> None:
         """Refuse new work from now on and end long-polls (safe from a signal handler)."""
@@ -144,7 +167,7 @@ class TimerService:
         if self._store is not None:
             store, self._store = self._store, None
             await anyio.to_thread.run_sync(store.close)
-        log.info("service stopped")
+        log.info("service stopped", extra={"event": "stopped"})
 
     async def _call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run a blocking store call in a worker thread; 503 once shutdown has begun."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from app.config import Settings
 from storage.protocol import TimerStore
 from storage.rocks import RocksTimerStore
+from storage.rocks.db import FORMAT_VERSION
 from storage.wheel import WheelTimerStore
 
 
@@ -14,3 +15,12 @@ def open_store(settings: Settings) -> TimerStore:
     if settings.store == "wheel":
         return WheelTimerStore(settings.wheel_settings())
     raise NotImplementedError(f"store {settings.store!r} is not built yet")
+
+
+def store_format(store: TimerStore) -> str:
+    """The on-disk format a store writes, for the "store opened" log line."""
+    if isinstance(store, RocksTimerStore):
+        return f"rocksdb-v{FORMAT_VERSION}"
+    if isinstance(store, WheelTimerStore):
+        return "rip43-wheel"  # RocketMQ's TimerWheel + TimerLog layout
+    return store.name

@@ -74,7 +74,22 @@ class Dispatcher(StageThread):
             self.sink.deliver(batch)
         except Exception as exc:  # any sink failure is a failed delivery attempt
             self.failed_batches += 1
-            log.warning("sink %s failed for %d timers: %s", self.sink.name, len(batch), exc)
+            log.warning(
+                "sink %s failed for %d timers (first %s/%s): %s",
+                self.sink.name,
+                len(batch),
+                batch[0].topic,
+                batch[0].id,
+                exc,
+                extra={
+                    "event": "delivery_failed",
+                    "sink": self.sink.name,
+                    "count": len(batch),
+                    "topic": batch[0].topic,
+                    "timer_id": batch[0].id,
+                    "topics": sorted({t.topic for t in batch}),
+                },
+            )
             self._fail(batch, self._now(now_ms), f"{type(exc).__name__}: {exc}")
             return
         delivered_ms = self._now(now_ms)

@@ -1,0 +1,65 @@
+"""Logging of the running service: plain text (default) or one JSON object per line.
+
+``configure_logging`` is called once by the entry point (``timerstore serve``); it puts
+one handler on the root logger, so every logger (ours, uvicorn's error and access logs,
+APScheduler's) writes in the same format. uvicorn is then started with
+``log_config=None`` so it adds no handler of its own.
+
+A JSON line has ``ts`` (UTC, ISO 8601 with milliseconds), ``level``, ``logger``,
+``event`` and ``message``, plus every field the call passed with ``extra=`` (``topic``,
+``timer_id``, ``count``, ``store``, ...). Lines without an explicit event get ``log``;
+uvicorn's access lines get ``event: "access"`` and ``client``, ``method``, ``path``,
+``http_version`` and ``status`` fields. An exception adds ``exc_type`` and ``exc``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import IO, Any
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# attributes every LogRecord has: anything else on a record came from ``extra=``
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+_STANDARD.add("color_message")  # uvicorn's ANSI-coloured copy of the message
+_ACCESS_FIELDS = ("client", "method", "path", "http_version", "status")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": "log",
+            "message": record.getMessage(),
+        }
+        if record.name == "uvicorn.access" and isinstance(record.args, tuple):
+            line["event"] = "access"
+            line.update(zip(_ACCESS_FIELDS, record.args, strict=False))
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                line[key] = value
+        if record.exc_info and record.exc_info[0] is not None:
+            line["exc_type"] = record.exc_info[0].__name__
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str, ensure_ascii=False)
+
+
+def configure_logging(log_format: str, level: str, stream: IO[str] | None = None) -> None:
+    """One root handler in ``log_format`` ("text" or "json") at ``level`` for every logger."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    formatter = JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run

@@ -1,0 +1,64 @@
+"""``timerstore serve`` with ``log_format=json``: every line of its log is one JSON object.
+
+A real server process: start (the store line with its format and counts), a scheduled
+timer (uvicorn's access line), a housekeeping run, SIGTERM (stop), then a restart that
+reports the pending timer it found.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.api.helpers import ServerProcess
+
+ENV = {
+    "TIMERSTORE_LOG_FORMAT": "json",
+    "TIMERSTORE_LOG_LEVEL": "debug",  # uvicorn's access log is on at debug
+    "TIMERSTORE_HOUSEKEEPING__INTERVAL_MS": "100",
+}
+
+
+def _events(server: ServerProcess) -> list[dict]:
+    lines = [line for line in server.log().splitlines() if line.strip()]
+    return [json.loads(line) for line in lines]  # any line that is not JSON fails here
+
+
+def _run_once(data_dir: Path, schedule: bool) -> list[dict]:
+    server = ServerProcess(data_dir, ENV)
+    try:
+        url = server.start()
+        if schedule:
+            body = {"topic": "orders", "id": "o1", "delay_ms": 3_600_000}
+            assert httpx.post(f"{url}/v1/timers", json=body, timeout=10).status_code == 201
+        deadline = time.monotonic() + 30
+        while not any(e.get("event") == "housekeeping" for e in _events(server)):
+            assert time.monotonic() < deadline, server.log()
+            time.sleep(0.05)
+        server.signal(signal.SIGTERM)
+        server.wait(30)
+    finally:
+        server.kill()
+    return _events(server)
+
+
+def test_serve_writes_one_json_object_per_line(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    first = _run_once(data_dir, schedule=True)
+    by_event = {e["event"]: e for e in first}
+    opened = by_event["store_opened"]
+    assert (opened["store"], opened["format"], opened["pending"]) == ("rocks", "rocksdb-v2", 0)
+    assert "started" in by_event and "stopped" in by_event
+    access = [e for e in first if e["event"] == "access" and e["path"] == "/v1/timers"]
+    assert [(a["method"], a["status"]) for a in access] == [("POST", 201)]
+    assert by_event["housekeeping"]["watermark_ms"] >= 0
+    assert all({"ts", "level", "logger", "message"} <= e.keys() for e in first)
+    assert any(e["logger"].startswith("uvicorn") and e["event"] == "log" for e in first)
+
+    second = _run_once(data_dir, schedule=False)[len(first) :]  # the log file is appended to
+    opened = next(e for e in second if e["event"] == "store_opened")
+    assert (opened["pending"], opened["topics"]) == (1, 1)

@@ -1,0 +1,103 @@
+"""Structured logs: one JSON object per line, with the event and the timer's topic/id.
+
+The engine runs on a real RocksDB store with a sink that fails, so the dead-lettering
+and delivery-failure lines are the ones the service writes; a subprocess test in
+tests/api/test_serve_logs.py covers start, stop, the store line, housekeeping and
+uvicorn's access log.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from app.engine import Engine, EngineSettings
+from app.logs import configure_logging
+from storage.protocol import NewTimer
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    names = ("uvicorn", "uvicorn.error", "uvicorn.access", "apscheduler")
+    loggers = {
+        n: (list(logging.getLogger(n).handlers), logging.getLogger(n).propagate) for n in names
+    }
+    yield
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+    for name, (handlers, propagate) in loggers.items():
+        logging.getLogger(name).handlers[:] = handlers
+        logging.getLogger(name).propagate = propagate
+
+
+def _lines(stream: io.StringIO) -> list[dict]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_json_lines_carry_event_fields_and_exceptions(restore_logging) -> None:
+    out = io.StringIO()
+    configure_logging("json", "info", out)
+    log = logging.getLogger("timerstore.test")
+    log.info("plain %s", "words")
+    log.warning("with fields", extra={"event": "dead_letter", "topic": "t", "timer_id": "x"})
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        log.exception("failed", extra={"event": "error", "topic": "t", "timer_id": "y"})
+    logging.getLogger("uvicorn.access").info(
+        '%s - "%s %s HTTP/%s" %d', "127.0.0.1:5000", "POST", "/v1/timers", "1.1", 201
+    )
+    logging.getLogger("timerstore.test").debug("below the level")
+    plain, fields, error, access = _lines(out)
+    assert plain["message"] == "plain words" and plain["event"] == "log"
+    assert plain["level"] == "info" and plain["logger"] == "timerstore.test"
+    assert plain["ts"].endswith("+00:00") and "T" in plain["ts"]
+    assert (fields["event"], fields["topic"], fields["timer_id"]) == ("dead_letter", "t", "x")
+    assert error["exc_type"] == "ValueError" and "boom" in error["exc"]
+    assert (error["level"], error["topic"], error["timer_id"]) == ("error", "t", "y")
+    assert access["event"] == "access"
+    assert (access["method"], access["path"], access["status"]) == ("POST", "/v1/timers", 201)
+    assert access["client"] == "127.0.0.1:5000"
+
+
+def test_text_is_the_default_format(restore_logging) -> None:
+    out = io.StringIO()
+    configure_logging("text", "info", out)
+    logging.getLogger("timerstore.test").info("hello", extra={"event": "x"})
+    line = out.getvalue().strip()
+    assert line.endswith("INFO timerstore.test: hello")
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(line)
+
+
+class _DownSink:
+    name = "broker"
+
+    def deliver(self, batch: object) -> None:
+        raise ConnectionError("broker down")
+
+
+def test_dead_letters_and_failures_are_logged_with_topic_and_id(
+    restore_logging, rocks_store, clock
+) -> None:
+    out = io.StringIO()
+    configure_logging("json", "info", out)
+    engine = Engine(rocks_store, clock, EngineSettings(max_attempts=2), sink=_DownSink())
+    now = clock.now_ms()
+    rocks_store.schedule([NewTimer("orders", "o1", now), NewTimer("orders", "o2", now)], now)
+    engine.run_once(now)  # attempt 1 fails: retried later
+    engine.run_once(now + 60_000)  # attempt 2 fails: dead letters
+    lines = _lines(out)
+    failures = [x for x in lines if x["event"] == "delivery_failed"]
+    assert len(failures) == 2
+    assert failures[0]["sink"] == "broker" and failures[0]["count"] == 2
+    assert (failures[0]["topic"], failures[0]["timer_id"]) == ("orders", "o1")
+    dead = [(x["topic"], x["timer_id"]) for x in lines if x["event"] == "dead_letter"]
+    assert dead == [("orders", "o1"), ("orders", "o2")]
+    assert rocks_store.stats().dead_lettered == 2
