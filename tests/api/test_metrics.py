@@ -197,3 +197,21 @@ def test_each_service_has_its_own_registry(fake_api_factory) -> None:
     _schedule(one, "a", "1", 1000)
     assert scrape(one).value("timerstore_timers_scheduled_total") == 1
     assert scrape(two).value("timerstore_timers_scheduled_total") == 0
+
+
+def test_bad_dead_letter_requests_are_4xx_naming_the_field(fake_api_factory) -> None:
+    api = fake_api_factory(sink=_FailingSink(), engine={"max_attempts": 1})
+    _schedule(api, "d", "1", 0)
+    api.deliver_due()
+    for method, path, params in (
+        ("DELETE", "/v1/deadletters", {"topic": "bad topic"}),
+        ("DELETE", "/v1/deadletters", {"topic": ""}),
+        ("POST", "/v1/deadletters/bad%20topic/replay", {}),
+        ("POST", "/v1/deadletters/" + "x" * 300 + "/replay", {}),
+    ):
+        r = api.client.request(method, path, params=params)
+        assert r.status_code == 422, (path, params, r.text)
+        assert r.json()["error"]["field"] == "topic", r.text
+    assert api.client.post("/v1/deadletters/other/replay").json() == {"replayed": 0}
+    assert api.client.delete("/v1/deadletters", params={"topic": "other"}).json() == {"purged": 0}
+    assert scrape(api).value("timerstore_dead_letters") == 1  # nothing lost
