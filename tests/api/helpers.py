@@ -22,8 +22,8 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from app.clock import FakeClock
 from app.config import Settings, load_settings
+from app.engine.sinks import Sink
 from app.service import TimerService
-from app.sink import Sink
 
 ROOT = Path(__file__).resolve().parents[2]
 T0_MS = 1_700_000_000_000

@@ -91,6 +91,12 @@ def _schedule(api: FakeApi, topic: str, timer_id: str, delay_ms: int) -> int:
 class _FailingSink:
     name = "failing"
 
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
     def deliver(self, batch: Sequence[DueTimer]) -> None:
         raise ConnectionError("broker down")
 
