@@ -37,6 +37,12 @@ class SwitchSink:
     def __init__(self) -> None:
         self.down = threading.Event()
 
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
     def deliver(self, batch: Sequence[DueTimer]) -> None:
         if self.down.is_set():
             raise ConnectionError("broker down")
@@ -48,6 +54,62 @@ def _until(check: Any, what: str, timeout_s: float = 30) -> Any:
         assert time.monotonic() < deadline, f"timed out: {what}"
         time.sleep(0.05)
     return value
+
+
+class _Stream:
+    """A thread scheduling a few timers due 200 ms later every 100 ms, until stopped.
+
+    However long Chromium takes to start, deliveries go on while the page watches. The
+    loop is bounded (``MAX_ROUNDS``: 5 minutes) and ``__exit__`` stops and joins it.
+    """
+
+    MAX_ROUNDS = 3000
+
+    def __init__(self, url: str) -> None:
+        self.client = httpx.Client(
+            base_url=url, timeout=30, headers={"Authorization": f"Bearer {KEY}"}
+        )
+        self.stop = threading.Event()
+        self.sent = 0
+        self.thread = threading.Thread(target=self._run, name="stream", daemon=True)
+
+    def _run(self) -> None:
+        for round_no in range(self.MAX_ROUNDS):
+            timers = [
+                {"topic": "stream", "id": f"s{round_no}-{i}", "delay_ms": 200 + 10 * i}
+                for i in range(5)
+            ]
+            _batch(self.client, timers)
+            self.sent += len(timers)
+            if self.stop.wait(0.1):  # pacing of the load, not an ordering wait
+                return
+
+    def __enter__(self) -> _Stream:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(30)
+        self.client.close()
+        assert not self.thread.is_alive(), "the stream thread did not stop"
+
+
+# pixels of a canvas within a small distance of a colour: the chart drew something
+PIXELS = """((id, r, g, b) => {{
+  const c = document.getElementById(id);
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4) {{
+    const off = Math.abs(d[i] - r) + Math.abs(d[i + 1] - g) + Math.abs(d[i + 2] - b);
+    if (d[i + 3] > 200 && off < 60) n++;
+  }}
+  return n;
+}})('{0}', {1}, {2}, {3})"""
+
+
+def _pixels(browser: Browser, canvas: str, rgb: tuple[int, int, int]) -> int:
+    return int(browser.js(PIXELS.format(canvas, *rgb)))
 
 
 def _batch(client: httpx.Client, timers: list[dict[str, Any]]) -> None:
@@ -88,13 +150,10 @@ def server(tmp_path: Path) -> Iterator[tuple[str, httpx.Client]]:
                 for i in range(50)
             ],
         )
-        # a stream falling due while the page watches
-        _batch(
-            client,
-            [{"topic": "stream", "id": f"s{i}", "delay_ms": 300 + i * 25} for i in range(600)],
-        )
         _until(lambda: _state(client, "orders", "o39") == "delivered", "deliveries")
-        yield url, client
+        with _Stream(url) as stream:  # timers falling due for as long as the page watches
+            _until(lambda: stream.sent > 0, "the stream")
+            yield url, client
     finally:
         client.close()
         srv.stop()
@@ -114,6 +173,9 @@ def test_dashboard_in_chromium(server: tuple[str, httpx.Client], tmp_path: Path)
     try:
         browser.open(f"{url}/ui?refresh_ms=500")
         browser.wait_for("!document.getElementById('login').hidden")  # keys are configured
+        # nothing drawn before signing in: the colour probes below start from zero
+        assert _pixels(browser, "chart-rate", (0x2F, 0x9E, 0x44)) == 0
+        assert _pixels(browser, "chart-due", (0x5B, 0x6F, 0xD8)) == 0
         browser.js(f"document.getElementById('login-key').value = '{KEY}'")
         _click(browser, "document.getElementById('login-submit')")
         # charts hold data: deliveries per second and lateness from the stream, due buckets
@@ -121,6 +183,13 @@ def test_dashboard_in_chromium(server: tuple[str, httpx.Client], tmp_path: Path)
         browser.wait_for("Number(document.getElementById('chart-rate').dataset.points) >= 2")
         browser.wait_for("Number(document.getElementById('chart-lateness').dataset.points) >= 2")
         browser.wait_for("Number(document.getElementById('chart-due').dataset.points) === 4")
+        # the bars are the store's bucket counts: 50 reminders each in the hour, day, beyond
+        due = browser.js("JSON.parse(document.getElementById('chart-due').dataset.values)")
+        assert due[1:] == [50, 50, 50] and due[0] >= 50, due
+        # and the charts drew them: the series' colours are on the canvases
+        assert _pixels(browser, "chart-rate", (0x2F, 0x9E, 0x44)) > 20
+        assert _pixels(browser, "chart-lateness", (0xD8, 0x57, 0x2F)) > 20  # p99
+        assert _pixels(browser, "chart-due", (0x5B, 0x6F, 0xD8)) > 4 * 100
         topics = browser.wait_for(
             "[...document.querySelectorAll('#topics tbody tr')].map(r => "
             "[...r.cells].map(c => c.textContent)).filter(r => r[0] === 'reminders')"

@@ -1,5 +1,6 @@
 // Minimal canvas charts (no library): a line chart over time and a bar chart.
-// Each chart records how many data points it drew in the canvas's data-points attribute.
+// Each chart records how many data points it drew in the canvas's data-points attribute
+// (a bar chart also its values in data-values), for people and tests reading the page.
 "use strict";
 
 const Charts = (() => {
@@ -75,6 +76,7 @@ const Charts = (() => {
       ctx.fillRect(PAD.left + slot * i + slot * 0.15, top, slot * 0.7, h - PAD.bottom - top);
     });
     canvas.dataset.points = String(data.filter(d => d[1] > 0).length);
+    canvas.dataset.values = JSON.stringify(data.map(d => d[1]));
   }
 
   return { line, bars, formatNumber };
