@@ -62,4 +62,5 @@ def configure_logging(log_format: str, level: str, stream: IO[str] | None = None
         logger = logging.getLogger(name)
         logger.handlers.clear()
         logger.propagate = True
+        logger.setLevel(logging.NOTSET)  # the root's level (uvicorn.Config may set its own)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run

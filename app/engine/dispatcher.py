@@ -96,6 +96,7 @@ class Dispatcher(StageThread):
         try:
             self.store.commit_delivered(batch, delivered_ms, sink=self.sink.name)
         except Exception:
+            _log_commit_failed(batch)
             self.store.release(batch)  # never strand timers in flight
             raise
         self.delivered += len(batch)
@@ -136,6 +137,23 @@ class Dispatcher(StageThread):
 
     def idle(self, stop: threading.Event) -> None:
         return None  # run_once already waited on the queue
+
+
+def _log_commit_failed(batch: Sequence[DueTimer]) -> None:
+    """The store refused a commit: name the timers (the stage loop logs the traceback)."""
+    log.error(
+        "commit of %d delivered timers failed (first %s/%s); released for another attempt",
+        len(batch),
+        batch[0].topic,
+        batch[0].id,
+        extra={
+            "event": "error",
+            "count": len(batch),
+            "topic": batch[0].topic,
+            "timer_id": batch[0].id,
+            "topics": sorted({t.topic for t in batch}),
+        },
+    )
 
 
 LOGGED_DEAD_LETTERS = 20  # per batch; the rest are counted in one summary line

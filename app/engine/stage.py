@@ -46,7 +46,9 @@ class StageThread:
             try:
                 worked = self.step()
             except Exception:  # the top of a thread loop: log, back off one tick, go on
-                log.exception("%s step failed", self.name)
+                log.exception(
+                    "%s step failed", self.name, extra={"event": "error", "stage": self.name}
+                )
                 worked = False
             if not worked:
                 self.idle(self._stop)

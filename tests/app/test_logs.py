@@ -17,7 +17,8 @@ import pytest
 
 from app.engine import Engine, EngineSettings
 from app.logs import configure_logging
-from storage.protocol import NewTimer
+from storage.protocol import LOG_SINK, NewTimer
+from storage.rocks import RocksSettings, RocksTimerStore
 
 
 @pytest.fixture
@@ -25,15 +26,15 @@ def restore_logging() -> Iterator[None]:
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
     names = ("uvicorn", "uvicorn.error", "uvicorn.access", "apscheduler")
-    loggers = {
-        n: (list(logging.getLogger(n).handlers), logging.getLogger(n).propagate) for n in names
-    }
+    loggers = {n: logging.getLogger(n) for n in names}
+    kept = {n: (list(g.handlers), g.propagate, g.level) for n, g in loggers.items()}
     yield
     root.handlers[:] = saved[0]
     root.setLevel(saved[1])
-    for name, (handlers, propagate) in loggers.items():
-        logging.getLogger(name).handlers[:] = handlers
-        logging.getLogger(name).propagate = propagate
+    for name, (handlers, propagate, level) in kept.items():
+        loggers[name].handlers[:] = handlers
+        loggers[name].propagate = propagate
+        loggers[name].setLevel(level)
 
 
 def _lines(stream: io.StringIO) -> list[dict]:
@@ -79,6 +80,12 @@ def test_text_is_the_default_format(restore_logging) -> None:
 class _DownSink:
     name = "broker"
 
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
     def deliver(self, batch: object) -> None:
         raise ConnectionError("broker down")
 
@@ -101,3 +108,34 @@ def test_dead_letters_and_failures_are_logged_with_topic_and_id(
     dead = [(x["topic"], x["timer_id"]) for x in lines if x["event"] == "dead_letter"]
     assert dead == [("orders", "o1"), ("orders", "o2")]
     assert rocks_store.stats().dead_lettered == 2
+
+
+class _CommitFailsOnce(RocksTimerStore):
+    """A real RocksDB store whose first commit fails, like a full disk (fault injection)."""
+
+    failed = False
+
+    def commit_delivered(self, timers, delivered_ms, *, sink=LOG_SINK):  # type: ignore[override]
+        if not self.failed:
+            self.failed = True
+            raise OSError("No space left on device")
+        return super().commit_delivered(timers, delivered_ms, sink=sink)
+
+
+def test_a_failed_commit_is_logged_with_topic_and_id(restore_logging, tmp_path, clock) -> None:
+    out = io.StringIO()
+    configure_logging("json", "info", out)
+    store = _CommitFailsOnce(RocksSettings(str(tmp_path / "rocks")))
+    try:
+        engine = Engine(store, clock, EngineSettings())
+        now = clock.now_ms()
+        store.schedule([NewTimer("orders", "o1", now)], now)
+        with pytest.raises(OSError):
+            engine.run_once(now)
+        (error,) = [x for x in _lines(out) if x["event"] == "error"]
+        assert (error["topic"], error["timer_id"], error["count"]) == ("orders", "o1", 1)
+        assert error["level"] == "error"
+        assert store.stats().pending == 1 and store.stats().in_flight == 0  # released
+        assert engine.run_once(now) == 1
+    finally:
+        store.close()
