@@ -25,7 +25,7 @@ TICKERS = (
     "rocksdb.compact.read.bytes",
     "rocksdb.compact.write.bytes",
 )
-_STALL = re.compile(r"Cumulative stall: (\d+):(\d+):([\d.]+) H:M:S")
+STALL_LINE = re.compile(r"Cumulative stall: (\d+):(\d+):([\d.]+) H:M:S")
 
 
 class RocksMetrics(msgspec.Struct, frozen=True):
@@ -43,7 +43,7 @@ def _family_sum(h: RocksHandles, prop: str) -> int:
 
 
 def stall_seconds(dbstats: str) -> float:
-    match = _STALL.search(dbstats)
+    match = STALL_LINE.search(dbstats)
     if match is None:
         return 0.0
     hours, minutes, seconds = match.groups()
@@ -60,12 +60,17 @@ def tickers(statistics_text: str) -> dict[str, int]:
 
 
 def read_metrics(h: RocksHandles, capacity_bytes: int) -> RocksMetrics:
+    # the block cache is the one every named family shares; the default family (what
+    # ``h.db`` answers for) has RocksDB's own small cache, which holds none of our blocks
+    shared = h.cfs["timers"]
     return RocksMetrics(
         live_sst_bytes=_family_sum(h, "rocksdb.live-sst-files-size"),
         pending_compaction_bytes=_family_sum(h, "rocksdb.estimate-pending-compaction-bytes"),
         memtable_bytes=_family_sum(h, "rocksdb.cur-size-all-mem-tables"),
-        block_cache_usage_bytes=h.db.property_int_value("rocksdb.block-cache-usage") or 0,
-        block_cache_capacity_bytes=capacity_bytes,
+        block_cache_usage_bytes=shared.property_int_value("rocksdb.block-cache-usage") or 0,
+        block_cache_capacity_bytes=(
+            shared.property_int_value("rocksdb.block-cache-capacity") or capacity_bytes
+        ),
         write_stall_seconds=stall_seconds(h.db.property_value("rocksdb.dbstats") or ""),
         tickers=tickers(h.options.get_statistics() or ""),
     )

@@ -1,0 +1,59 @@
+"""RocksDB's numbers behind ``/metrics`` move with the store's work, on a real RocksDB.
+
+Each value is read from the store after the work that must move it: writes fill the
+memtables, a flush turns them into live SST bytes, reads of flushed keys fill the shared
+block cache (not the default family's own small cache, which holds none of our blocks),
+and the iterator tickers count a listing. The write stall parser is checked against the
+``rocksdb.dbstats`` text this RocksDB writes, so a changed format cannot read as 0 unseen.
+"""
+
+from __future__ import annotations
+
+import random
+
+from storage.protocol import NewTimer
+from storage.rocks import RocksTimerStore
+from storage.rocks.metrics import STALL_LINE, stall_seconds
+
+NOW_MS = 1_700_000_000_000
+
+
+def _fill(store: RocksTimerStore, count: int) -> None:
+    noise = random.Random(7)  # payloads that do not compress away
+    timers = [
+        NewTimer("a", f"{i:06d}", NOW_MS + 60_000 + i, noise.randbytes(200)) for i in range(count)
+    ]
+    store.schedule(timers, NOW_MS)
+
+
+def test_properties_move_with_writes_flushes_and_reads(rocks_store: RocksTimerStore) -> None:
+    empty = rocks_store.rocksdb_metrics()
+    assert empty.live_sst_bytes == 0
+    assert empty.block_cache_capacity_bytes == rocks_store.settings.block_cache_bytes
+
+    _fill(rocks_store, 5000)
+    written = rocks_store.rocksdb_metrics()
+    assert written.memtable_bytes > empty.memtable_bytes + 5000 * 200
+    assert written.tickers["rocksdb.bytes.written"] > 5000 * 200
+
+    rocks_store.flush()
+    flushed = rocks_store.rocksdb_metrics()
+    assert flushed.live_sst_bytes > 5000 * 200 // 2  # random payloads barely compress
+    assert flushed.memtable_bytes < written.memtable_bytes
+
+    page = rocks_store.list_pending(limit=2000)
+    assert len(page.timers) == 2000
+    read = rocks_store.rocksdb_metrics()
+    assert read.block_cache_usage_bytes > flushed.block_cache_usage_bytes + 100_000
+    assert read.tickers["rocksdb.number.db.seek"] > flushed.tickers["rocksdb.number.db.seek"]
+    assert read.tickers["rocksdb.number.db.next"] >= flushed.tickers["rocksdb.number.db.next"]
+
+
+def test_the_stall_line_of_this_rocksdb_is_parsed(rocks_store: RocksTimerStore) -> None:
+    _fill(rocks_store, 10)
+    dbstats = rocks_store.handles.db.property_value("rocksdb.dbstats") or ""
+    assert STALL_LINE.search(dbstats) is not None, dbstats
+    assert rocks_store.rocksdb_metrics().write_stall_seconds == stall_seconds(dbstats) == 0.0
+    line = "Cumulative stall: 01:02:3.500 H:M:S, 12.0 percent"
+    assert stall_seconds(line) == 3723.5
+    assert stall_seconds("no such line") == 0.0
