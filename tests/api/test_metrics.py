@@ -6,13 +6,14 @@ Scrapes are parsed with prometheus-client's own parser. The engine is driven by
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from storage.protocol import DueTimer
-from tests.api.helpers import FakeApi
+from tests.api.helpers import ROOT, FakeApi
 
 COUNTERS = [
     "timerstore_timers_scheduled",
@@ -221,3 +222,19 @@ def test_bad_dead_letter_requests_are_4xx_naming_the_field(fake_api_factory) -> 
     assert api.client.post("/v1/deadletters/other/replay").json() == {"replayed": 0}
     assert api.client.delete("/v1/deadletters", params={"topic": "other"}).json() == {"purged": 0}
     assert scrape(api).value("timerstore_dead_letters") == 1  # nothing lost
+
+
+def test_every_exposed_family_is_documented(fake_api_factory) -> None:
+    """docs/operations.md names each family /metrics exposes (RocksDB tickers included)."""
+    api = fake_api_factory(rocks={"statistics": True})
+    _schedule(api, "a", "1", 0)
+    api.deliver_due()
+    assert api.client.get("/v1/stats").status_code == 200  # the snapshot families too
+    exposed = set(scrape(api).families)
+    assert len(exposed) > 30
+    docs = (ROOT / "docs" / "operations.md").read_text()
+    documented = set(re.findall(r"`(timerstore_[a-z_]+)`", docs))
+    suffixes = ("", "_total", "_info")  # the parser names a counter's family without _total
+    own = {f for f in exposed if not f.endswith("_created")}  # the library's, see the docs
+    missing = {f for f in own if not any(f + s in documented for s in suffixes)}
+    assert not missing, f"add to docs/operations.md: {sorted(missing)}"
