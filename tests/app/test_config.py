@@ -11,6 +11,7 @@ from storage.errors import ConfigError, InvalidInputError
 def test_defaults_come_from_the_sections_own_structs() -> None:
     settings = load_settings(environ={})
     assert settings.engine.tick_ms == 10
+    assert (settings.log_format, settings.metrics_public) == ("text", False)
     assert settings.limits.max_batch_timers == 10_000
     assert settings.rocks_settings().path.endswith("rocks")
     assert settings.wheel_settings().path.endswith("wheel")
@@ -25,8 +26,11 @@ def test_nested_fields_are_set_as_section_double_underscore_field() -> None:
             "TIMERSTORE_LIMITS__MAX_PAGE_LIMIT": "7",
             "TIMERSTORE_API_KEYS": "a, b,,",
             "TIMERSTORE_DATA_DIR": "/srv/t",
+            "TIMERSTORE_LOG_FORMAT": "json",
+            "TIMERSTORE_METRICS_PUBLIC": "true",
         }
     )
+    assert (settings.log_format, settings.metrics_public) == ("json", True)
     assert settings.engine.tick_ms == 5
     assert settings.rocks_settings().sync_writes is True
     assert settings.limits.max_page_limit == 7
@@ -43,6 +47,8 @@ def test_nested_fields_are_set_as_section_double_underscore_field() -> None:
         ({"TIMERSTORE_PORT": "70000"}, "port"),
         ({"TIMERSTORE_PORT": "eighty"}, "port"),
         ({"TIMERSTORE_LOG_LEVEL": "loud"}, "log_level"),
+        ({"TIMERSTORE_LOG_FORMAT": "xml"}, "log_format"),
+        ({"TIMERSTORE_METRICS_PUBLIC": "maybe"}, "metrics_public"),
         ({"TIMERSTORE_WHEEL__PRECISION_MS": "0"}, "precision_ms"),
     ],
 )
