@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from app.routing import Route
 from app.stats import ServiceStats
 from app.timer_requests import MAX_TIME_MS
 from storage.names import NAME_MAX_BYTES, NAME_PATTERN
@@ -68,6 +69,7 @@ class Timer(msgspec.Struct, omit_defaults=True):
     delivered_at_ms: int | None = None
     offset: int | None = None
     last_error: str | None = None
+    sink: str | None = None  # the sink that took it (delivered)
 
 
 class ScheduledTimer(msgspec.Struct):
@@ -135,6 +137,27 @@ class ErrorBody(msgspec.Struct):
     error: ErrorDetail
 
 
+class RouteView(msgspec.Struct, omit_defaults=True):
+    """A topic's route as answered: the secret is never echoed, only whether one is set."""
+
+    topic: str
+    sink: str
+    url: str | None = None
+    timeout_ms: int | None = None
+    max_attempts: int | None = None
+    stream: str | None = None
+    maxlen: int | None = None
+    secret_set: bool | None = None
+
+
+def route_view(topic: str, r: Route) -> RouteView:
+    secret_set = True if r.secret else None
+    return RouteView(
+        topic, r.sink, r.url, r.timeout_ms, r.max_attempts, r.stream, r.maxlen, secret_set
+    )
+
+
+RouteRequest = Route
 Stats = ServiceStats
 
 # Every type the OpenAPI document shows (their nested types come along).
@@ -149,6 +172,8 @@ DOC_TYPES: tuple[Any, ...] = (
     Stats,
     Health,
     ErrorBody,
+    RouteRequest,
+    RouteView,
 )
 
 TIMER_EXAMPLE = {
@@ -191,6 +216,7 @@ def timer_from_view(v: TimerView) -> Timer:
         v.delivered_at_ms,
         v.offset,
         v.last_error,
+        v.sink,
     )
 
 

@@ -29,6 +29,7 @@ from app.config import Settings
 from app.engine import Engine
 from app.engine.sinks import Sink
 from app.notify import TopicNotifier
+from app.routing import Route, RouteTable, check_route
 from app.stats import ServiceStats
 from app.stores import open_store, store_format
 from app.telemetry import Telemetry
@@ -85,6 +86,7 @@ class TimerService:
         self._sink = sink
         self._run_engine = run_engine
         self._store: TimerStore | None = None
+        self._routes: RouteTable | None = None
         self.engine: Engine | None = None
         self.accepting = False
         self._active = 0  # store calls running in worker threads
@@ -112,6 +114,7 @@ class TimerService:
         self._idle = asyncio.Event()
         self._idle.set()
         self._store = await anyio.to_thread.run_sync(self._store_opener, self.settings)
+        self._routes = RouteTable(self._store.control)
         self.engine = Engine(
             self._store,
             self.clock,
@@ -276,6 +279,23 @@ class TimerService:
                 break
         next_offset = messages[-1].offset + 1 if messages else offset
         return Messages(messages, next_offset)
+
+    # ----------------------------------------------------------------- routes
+    @property
+    def routes(self) -> RouteTable:
+        if self._routes is None:
+            raise StoreClosedError("the store is not open")
+        return self._routes
+
+    async def get_route(self, topic: str) -> Route:
+        return self.routes.get(topic)
+
+    async def put_route(self, topic: str, route: Route) -> Route:
+        checked = check_route(route, self.settings.sinks)
+        return await self._call(self.routes.put, topic, checked, self.clock.now_ms())
+
+    async def delete_route(self, topic: str) -> Route:
+        return await self._call(self.routes.delete, topic, self.clock.now_ms())
 
     # ----------------------------------------------------------------- dead letters
     async def dead_letters(self, *, topic: str | None, limit: int, cursor: str | None) -> TimerPage:

@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
+from storage.control import ControlStore
 from storage.records import TimerRecord
 
 LOG_SINK = "log"
@@ -160,6 +161,11 @@ class TimerStore(Protocol):
     """Durable storage of pending timers; every mutating call is atomic and durable on return."""
 
     name: str
+
+    @property
+    def control(self) -> ControlStore:
+        """Durable control data: topic routes and consumer-group offsets."""
+        ...
 
     def schedule(self, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
         """Store timers; an existing pending (topic, id) is replaced (reschedule).

@@ -28,6 +28,7 @@ from storage.protocol import (
 from storage.records import JournalEntry
 from storage.rocks import delivery, housekeeping, ingest, reads, writes
 from storage.rocks import keys as layout
+from storage.rocks.control import RocksControl
 from storage.rocks.core import RocksCore
 from storage.rocks.counters import SINK_TOTAL_PREFIX
 from storage.rocks.db import RocksHandles, RocksSettings, read_ticker
@@ -40,6 +41,7 @@ class RocksTimerStore:
     def __init__(self, settings: RocksSettings) -> None:
         self.settings = settings
         self._core = RocksCore(settings)
+        self._control = RocksControl(self._core)
 
     @property
     def handles(self) -> RocksHandles:
@@ -49,6 +51,11 @@ class RocksTimerStore:
     def core(self) -> RocksCore:
         """The shared core (for ``storage.rocks.control`` via ``core.control_parts()``)."""
         return self._core
+
+    @property
+    def control(self) -> RocksControl:
+        """Routes and consumer-group offsets, in the ``control`` column family."""
+        return self._control
 
     def ticker(self, name: str) -> int:
         """A RocksDB statistics ticker (needs ``RocksSettings.statistics``)."""

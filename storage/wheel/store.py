@@ -46,6 +46,7 @@ from storage.protocol import (
 )
 from storage.records import TimerRecord
 from storage.wheel import delivery, inspect
+from storage.wheel.control import FileControl
 from storage.wheel.core import WheelCore
 from storage.wheel.layout import (
     SINK_TOTAL_PREFIX,
@@ -66,6 +67,12 @@ class WheelTimerStore:
         self._core: WheelCore | None = WheelCore(settings)
         recover(self._core)
         self._lock = threading.Lock()
+        self._control = FileControl(settings.path)
+
+    @property
+    def control(self) -> FileControl:
+        """Routes and consumer-group offsets, in one fsynced file beside the logs."""
+        return self._control
 
     @property
     def core(self) -> WheelCore:
