@@ -44,6 +44,7 @@ class SinkSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     default_max_attempts: int = 5
     max_max_attempts: int = 100
     default_maxlen: int = 1_000_000
+    stop_wait_ms: int = 5000  # on stop, sends in flight may finish for this long
 
 
 class Route(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):

@@ -27,7 +27,10 @@ from app import stats as stats_mod
 from app.clock import Clock, SystemClock
 from app.config import Settings
 from app.engine import Engine
-from app.engine.sinks import Sink
+from app.engine.redis_sink import REDIS_SINK, RedisStreamSender
+from app.engine.routing_sink import RoutingSink, SenderFactory
+from app.engine.sinks import SettlingSink, Sink
+from app.engine.webhook_sink import WEBHOOK_SINK, WebhookSender
 from app.notify import TopicNotifier
 from app.routing import Route, RouteTable, check_route
 from app.stats import ServiceStats
@@ -74,7 +77,7 @@ class TimerService:
         clock: Clock | None = None,
         *,
         store_opener: Callable[[Settings], TimerStore] = open_store,
-        sink: Sink | None = None,
+        sink: Sink | SettlingSink | None = None,
         run_engine: bool = True,
     ) -> None:
         self.settings = settings
@@ -119,7 +122,7 @@ class TimerService:
             self._store,
             self.clock,
             self.settings.engine,
-            sink=self._sink,
+            sink=self._sink or self._routing_sink(self._routes),
             on_delivered=self.notifier.notify_threadsafe,
             telemetry=self.telemetry,
         )
@@ -150,6 +153,13 @@ class TimerService:
             },
         )
         log.info("service started", extra={"event": "started", "engine": self._run_engine})
+
+    def _routing_sink(self, routes: RouteTable) -> RoutingSink:
+        senders: dict[str, SenderFactory] = {
+            WEBHOOK_SINK: WebhookSender,
+            REDIS_SINK: RedisStreamSender,
+        }
+        return RoutingSink(routes, self.settings.sinks, self.clock, senders)
 
     def begin_shutdown(self) -> None:
         """Refuse new work from now on and end long-polls (safe from a signal handler)."""

@@ -202,7 +202,12 @@ class TimerStore(Protocol):
         """
         ...
 
-    def retry_later(self, timers: Sequence[DueTimer], retry_at_ms: int, error: str) -> None: ...
+    def retry_later(
+        self, timers: Sequence[DueTimer], retry_at_ms: int, error: str, *, attempt: bool = True
+    ) -> None:
+        """Move timers to ``retry_at_ms`` durably; ``attempt`` False keeps the attempt count
+        (a deferral of timers that were never attempted, like a saturated route's)."""
+        ...
 
     def dead_letter(self, timers: Sequence[DueTimer], now_ms: int, error: str) -> None: ...
 

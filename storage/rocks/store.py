@@ -81,8 +81,10 @@ class RocksTimerStore:
     ) -> list[int]:
         return delivery.commit_delivered(self._core, timers, delivered_ms, sink)
 
-    def retry_later(self, timers: Sequence[DueTimer], retry_at_ms: int, error: str) -> None:
-        delivery.retry_later(self._core, timers, retry_at_ms)
+    def retry_later(
+        self, timers: Sequence[DueTimer], retry_at_ms: int, error: str, *, attempt: bool = True
+    ) -> None:
+        delivery.retry_later(self._core, timers, retry_at_ms, attempt=attempt)
 
     def dead_letter(self, timers: Sequence[DueTimer], now_ms: int, error: str) -> None:
         delivery.dead_letter(self._core, timers, now_ms, error)

@@ -161,10 +161,13 @@ class WheelTimerStore:
         with self._lock:
             return delivery.commit_delivered(self.core, timers, delivered_ms, sink)
 
-    def retry_later(self, timers: Sequence[DueTimer], retry_at_ms: int, error: str) -> None:
-        """A new incarnation at ``retry_at_ms`` (attempts + 1) that finishes the old one."""
+    def retry_later(
+        self, timers: Sequence[DueTimer], retry_at_ms: int, error: str, *, attempt: bool = True
+    ) -> None:
+        """A new incarnation at ``retry_at_ms`` (attempts + 1 unless ``attempt`` is False)
+        that finishes the old one."""
         with self._lock:
-            delivery.retry_later(self.core, timers, retry_at_ms)
+            delivery.retry_later(self.core, timers, retry_at_ms, attempt=attempt)
 
     def dead_letter(self, timers: Sequence[DueTimer], now_ms: int, error: str) -> None:
         with self._lock:

@@ -1,0 +1,173 @@
+"""The routing sink: each topic's due timers go where the topic's route says.
+
+Timers routed to the embedded log settle at once (the store's commit is their delivery,
+exactly-once). Timers routed to a webhook or a Redis stream go to that route's *lane*:
+its own sender (a pooled client), its own bounded concurrency and its own cap on timers
+in flight. Lanes run on one asyncio loop in a thread of their own, so the dispatcher
+hands them work without waiting; what they settle (delivered, failed) is collected by
+the dispatcher on its next turn and committed there. A lane at its cap takes nothing
+more: its timers are deferred (rescheduled ``busy_retry_ms`` later, no attempt counted),
+so one dead endpoint can neither fill the delivery queue nor block other topics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
+from typing import Protocol
+
+from app.clock import Clock
+from app.engine.sinks import Outcome, Settled
+from app.routing import Route, SinkSettings
+from storage.protocol import LOG_SINK, DueTimer
+
+log = logging.getLogger(__name__)
+
+
+class RouteLookup(Protocol):
+    def route_for(self, topic: str, key_ms: int) -> Route: ...
+
+
+class RouteSender(Protocol):
+    """Delivers one route's timers (a webhook client, a Redis client); runs on the loop."""
+
+    async def send(self, timers: Sequence[DueTimer], limit: asyncio.Semaphore) -> list[Settled]:
+        """Attempt every timer, at most ``limit`` requests at a time; never raises."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+SenderFactory = Callable[[Route, SinkSettings, Clock], RouteSender]
+
+
+class Lane:
+    """One route's sender, concurrency limit and in-flight count."""
+
+    def __init__(self, sender: RouteSender, settings: SinkSettings) -> None:
+        self.sender = sender
+        self.limit = asyncio.Semaphore(settings.concurrency)
+        self.cap = settings.max_in_flight
+        self.in_flight = 0
+        self._lock = threading.Lock()
+
+    def reserve(self, n: int) -> bool:
+        with self._lock:
+            if self.in_flight and self.in_flight + n > self.cap:
+                return False
+            self.in_flight += n
+            return True
+
+    async def run(self, timers: Sequence[DueTimer], out: deque[Settled]) -> None:
+        try:
+            out.extend(await self.sender.send(timers, self.limit))
+        except asyncio.CancelledError:  # stopping: back to pending, delivered again later
+            out.append(Settled(timers, Outcome.RELEASED))
+        except Exception as exc:  # a sender bug must not strand timers in flight
+            log.exception("route sender failed")
+            out.append(Settled(timers, Outcome.FAILED, error=f"{type(exc).__name__}: {exc}"))
+        finally:
+            with self._lock:
+                self.in_flight -= len(timers)
+
+
+class RoutingSink:
+    """A settling sink over the route table (see the module docstring)."""
+
+    name = "routing"
+
+    def __init__(
+        self,
+        routes: RouteLookup,
+        settings: SinkSettings,
+        clock: Clock,
+        senders: dict[str, SenderFactory],
+    ) -> None:
+        self._routes = routes
+        self._settings = settings
+        self._clock = clock
+        self._senders = senders
+        self._lanes: dict[Route, Lane] = {}
+        self._settled: deque[Settled] = deque()
+        self._running: set[Future[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._loop is not None:
+                return
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(
+                target=self._loop.run_forever, name="timerstore-sinks", daemon=True
+            )
+            self._thread.start()
+
+    def submit(self, batch: Sequence[DueTimer]) -> list[Settled]:
+        groups: dict[Route, list[DueTimer]] = defaultdict(list)
+        for t in batch:
+            groups[self._routes.route_for(t.topic, t.key_ms)].append(t)
+        settled: list[Settled] = []
+        for route, timers in groups.items():
+            if route.sink == LOG_SINK:
+                settled.append(Settled(timers, Outcome.DELIVERED, LOG_SINK))
+            elif not self._dispatch(route, timers):
+                busy = f"route {route.sink} busy: {self._settings.max_in_flight} in flight"
+                ms = self._settings.busy_retry_ms
+                settled.append(Settled(timers, Outcome.DEFERRED, route.sink, busy, defer_ms=ms))
+        return settled
+
+    def _dispatch(self, route: Route, timers: list[DueTimer]) -> bool:
+        self.start()  # idempotent: a service whose engine never started still delivers
+        lane = self._lanes.get(route)
+        if lane is None:
+            sender = self._senders[route.sink](route, self._settings, self._clock)
+            lane = self._lanes[route] = Lane(sender, self._settings)
+        if not lane.reserve(len(timers)):
+            return False
+        assert self._loop is not None
+        future = asyncio.run_coroutine_threadsafe(lane.run(timers, self._settled), self._loop)
+        self._running.add(future)
+        future.add_done_callback(self._running.discard)
+        return True
+
+    def collect(self) -> list[Settled]:
+        out: list[Settled] = []
+        while self._settled:
+            out.append(self._settled.popleft())
+        return out
+
+    def in_flight(self) -> int:
+        return sum(lane.in_flight for lane in list(self._lanes.values()))
+
+    def stop(self) -> None:
+        """Let running sends finish for ``stop_wait_ms``, cancel the rest (released)."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        _, late = wait_futures(list(self._running), timeout=self._settings.stop_wait_ms / 1000)
+        senders = [lane.sender for lane in self._lanes.values()]
+        ending = asyncio.run_coroutine_threadsafe(_cancel_and_close(senders), loop)
+        wait_futures([ending], timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+        self._loop = self._thread = None
+        self._lanes.clear()
+        if late:
+            log.info("sinks stopped with %d sends unfinished (released)", len(late))
+
+
+async def _cancel_and_close(senders: list[RouteSender]) -> None:
+    """Cancel every running send (each releases its timers) and close the clients."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(*(sender.close() for sender in senders), return_exceptions=True)
