@@ -127,3 +127,27 @@ def test_routes_survive_sigkill(tmp_path, store):
         assert httpx.get(url + "/v1/topics/c/route").json()["sink"] == "log"
     finally:
         server.kill()
+
+
+def test_a_route_set_over_rest_delivers_to_a_real_receiver(live_factory):
+    from tests.sinks.receiver import Receiver, wait_for
+
+    receiver = Receiver("rest-secret")
+    url = receiver.start()
+    try:
+        live, _ = live_factory()
+        route = {"sink": "webhook", "url": url, "secret": "rest-secret", "max_attempts": 2}
+        assert live.put("/v1/topics/hooked/route", json=route).status_code == 200
+        r = live.post(
+            "/v1/timers", json={"topic": "hooked", "id": "x1", "payload": "hi", "delay_ms": 0}
+        )
+        assert r.status_code == 201, r.text
+        wait_for(lambda: live.get("/v1/timers/hooked/x1").json()["state"] == "delivered")
+        timer = live.get("/v1/timers/hooked/x1").json()
+        assert timer["sink"] == "webhook" and timer["attempts"] == 1
+        assert [(a.body["id"], a.body["payload"], a.signed) for a in receiver.arrivals] == [
+            ("x1", "hi", True)
+        ]
+        assert live.get("/v1/stats").json()["delivered_by_sink"] == {"webhook": 1}
+    finally:
+        receiver.stop()

@@ -14,6 +14,7 @@ from app.engine.routing_sink import RoutingSink, SenderFactory
 from app.engine.webhook_sink import WEBHOOK_SINK, WebhookSender
 from app.routing import Route, RouteTable, SinkSettings, check_route
 from tests.sinks.receiver import Receiver
+from tests.sinks.redis_server import RedisServer
 
 SENDERS: dict[str, SenderFactory] = {WEBHOOK_SINK: WebhookSender, REDIS_SINK: RedisStreamSender}
 FAST = EngineSettings(tick_ms=5, backoff_base_ms=50, backoff_max_ms=400, stop_drain_ms=2000)
@@ -63,3 +64,11 @@ def receiver() -> Iterator[Callable[..., tuple[Receiver, str]]]:
     yield start
     for r in started:
         r.stop()
+
+
+@pytest.fixture
+def redis_server(tmp_path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()

@@ -113,3 +113,40 @@ def test_signature_is_hmac_sha256_over_t_dot_body():
     body = b'{"id":"x"}'
     mac = hmac.new(b"k", b"1700000000000." + body, hashlib.sha256).hexdigest()
     assert sign("k", 1_700_000_000_000, body) == f"t=1700000000000,v1={mac}"
+
+
+def test_route_change_applies_to_timers_due_after_it(rocks_store, receiver):
+    from app.clock import FakeClock
+    from app.engine import Engine
+    from app.engine.routing_sink import RoutingSink
+    from app.routing import Route, RouteTable, SinkSettings, check_route
+    from tests.sinks.conftest import FAST, SENDERS
+
+    recv, url = receiver()
+    clock = FakeClock(1_700_000_000_000)
+    t0 = clock.now_ms()
+    settings = SinkSettings(stop_wait_ms=500)
+    routes = RouteTable(rocks_store.control)
+    engine = Engine(rocks_store, clock, FAST, sink=RoutingSink(routes, settings, clock, SENDERS))
+    rocks_store.schedule(
+        [NewTimer("o", "before", t0 - 1000), NewTimer("o", "after", t0 + 5000)], t0
+    )
+    hook = check_route(Route("webhook", url, "s3cr3t"), settings)
+    routes.put("o", hook, t0)  # "before" fell due before the change: it keeps the log
+    try:
+        assert engine.run_once(t0) == 1
+        clock.advance(5000)
+
+        def delivered_both() -> bool:  # run_once also commits what the lane settled
+            engine.run_once(clock.now_ms())
+            return rocks_store.stats().delivered == 2
+
+        wait_for(delivered_both, what="the webhook delivery")
+        routes.delete("o", clock.now_ms())  # back to the log for what falls due from now on
+        rocks_store.schedule([NewTimer("o", "later", clock.now_ms() + 10)], clock.now_ms())
+        assert engine.run_once(clock.advance(10)) == 1
+    finally:
+        engine.stop()
+    assert [m.id for m in rocks_store.read_log("o", 0, 10)] == ["before", "later"]
+    assert [a.body["id"] for a in recv.arrivals] == ["after"]
+    assert rocks_store.get("o", "after").sink == "webhook"
