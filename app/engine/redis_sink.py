@@ -18,6 +18,7 @@ import msgspec
 import redis.asyncio as aioredis
 
 from app.clock import Clock
+from app.engine.routing_sink import Report
 from app.engine.sinks import Outcome, Settled
 from app.routing import Route, SinkSettings
 from storage.protocol import DueTimer
@@ -56,7 +57,9 @@ class RedisStreamSender:
         self._max_attempts = route.max_attempts
         self._clock = clock
 
-    async def send(self, timers: Sequence[DueTimer], limit: asyncio.Semaphore) -> list[Settled]:
+    async def send(
+        self, timers: Sequence[DueTimer], limit: asyncio.Semaphore, report: Report
+    ) -> None:
         async with limit:
             now_ms = self._clock.now_ms()
             try:
@@ -67,8 +70,9 @@ class RedisStreamSender:
                     await pipe.execute()
             except Exception as exc:  # the sink boundary: any failure is a failed attempt
                 error = f"redis {type(exc).__name__}: {exc}"[:200]
-                return [Settled(timers, Outcome.FAILED, REDIS_SINK, error, self._max_attempts)]
-        return [Settled(timers, Outcome.DELIVERED, REDIS_SINK)]
+                report(Settled(timers, Outcome.FAILED, REDIS_SINK, error, self._max_attempts))
+                return
+        report(Settled(timers, Outcome.DELIVERED, REDIS_SINK))
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -13,6 +13,7 @@ so one dead endpoint can neither fill the delivery queue nor block other topics.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections import defaultdict, deque
@@ -33,11 +34,17 @@ class RouteLookup(Protocol):
     def route_for(self, topic: str, key_ms: int) -> Route: ...
 
 
+Report = Callable[[Settled], None]
+
+
 class RouteSender(Protocol):
     """Delivers one route's timers (a webhook client, a Redis client); runs on the loop."""
 
-    async def send(self, timers: Sequence[DueTimer], limit: asyncio.Semaphore) -> list[Settled]:
-        """Attempt every timer, at most ``limit`` requests at a time; never raises."""
+    async def send(
+        self, timers: Sequence[DueTimer], limit: asyncio.Semaphore, report: Report
+    ) -> None:
+        """Attempt every timer, at most ``limit`` requests at a time, and ``report`` each
+        outcome as soon as it is known (so a slow request does not hold up the others)."""
         ...
 
     async def close(self) -> None: ...
@@ -63,17 +70,34 @@ class Lane:
             self.in_flight += n
             return True
 
+    def _free(self, n: int) -> None:
+        with self._lock:
+            self.in_flight -= n
+
     async def run(self, timers: Sequence[DueTimer], out: deque[Settled]) -> None:
+        """Send ``timers``; every one is answered in ``out`` exactly once."""
+        done: set[bytes] = set()
+
+        def report(item: Settled) -> None:
+            done.update(t.key for t in item.timers)
+            self._free(len(item.timers))
+            out.append(item)
+
         try:
-            out.extend(await self.sender.send(timers, self.limit))
+            await self.sender.send(timers, self.limit, report)
         except asyncio.CancelledError:  # stopping: back to pending, delivered again later
-            out.append(Settled(timers, Outcome.RELEASED))
+            report(Settled(_rest(timers, done), Outcome.RELEASED))
         except Exception as exc:  # a sender bug must not strand timers in flight
             log.exception("route sender failed")
-            out.append(Settled(timers, Outcome.FAILED, error=f"{type(exc).__name__}: {exc}"))
-        finally:
-            with self._lock:
-                self.in_flight -= len(timers)
+            error = f"{type(exc).__name__}: {exc}"
+            report(Settled(_rest(timers, done), Outcome.FAILED, error=error))
+        rest = _rest(timers, done)
+        if rest:  # a sender that forgot some: never strand them
+            report(Settled(rest, Outcome.RELEASED))
+
+
+def _rest(timers: Sequence[DueTimer], done: set[bytes]) -> list[DueTimer]:
+    return [t for t in timers if t.key not in done]
 
 
 class RoutingSink:
@@ -138,10 +162,15 @@ class RoutingSink:
         return True
 
     def collect(self) -> list[Settled]:
-        out: list[Settled] = []
+        """What settled since the last call, like outcomes merged (one commit each)."""
+        merged: dict[tuple[object, ...], list[DueTimer]] = {}
+        first: dict[tuple[object, ...], Settled] = {}
         while self._settled:
-            out.append(self._settled.popleft())
-        return out
+            item = self._settled.popleft()
+            key = (item.outcome, item.sink, item.error, item.max_attempts, item.defer_ms)
+            first.setdefault(key, item)
+            merged.setdefault(key, []).extend(item.timers)
+        return [dataclasses.replace(first[key], timers=ts) for key, ts in merged.items()]
 
     def in_flight(self) -> int:
         return sum(lane.in_flight for lane in list(self._lanes.values()))

@@ -15,7 +15,6 @@ import asyncio
 import base64
 import hashlib
 import hmac
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +22,7 @@ import httpx
 import msgspec
 
 from app.clock import Clock
+from app.engine.routing_sink import Report
 from app.engine.sinks import Outcome, Settled
 from app.routing import Route, SinkSettings
 from storage.protocol import DueTimer
@@ -65,21 +65,18 @@ class WebhookSender:
         limits = httpx.Limits(max_connections=settings.concurrency)
         self._client = httpx.AsyncClient(timeout=timeout, limits=limits)
 
-    async def send(self, timers: Sequence[DueTimer], limit: asyncio.Semaphore) -> list[Settled]:
-        async def one(t: DueTimer) -> str | None:
+    async def send(
+        self, timers: Sequence[DueTimer], limit: asyncio.Semaphore, report: Report
+    ) -> None:
+        async def one(t: DueTimer) -> None:
             async with limit:
-                return await self._post(t)
+                error = await self._post(t)
+            if error is None:
+                report(Settled([t], Outcome.DELIVERED, WEBHOOK_SINK))
+            else:
+                report(Settled([t], Outcome.FAILED, WEBHOOK_SINK, error, self._max_attempts))
 
-        errors = await asyncio.gather(*(one(t) for t in timers))
-        delivered = [t for t, error in zip(timers, errors, strict=True) if error is None]
-        failed: dict[str, list[DueTimer]] = defaultdict(list)
-        for t, error in zip(timers, errors, strict=True):
-            if error is not None:
-                failed[error].append(t)
-        settled = [Settled(delivered, Outcome.DELIVERED, WEBHOOK_SINK)] if delivered else []
-        for error, ts in failed.items():
-            settled.append(Settled(ts, Outcome.FAILED, WEBHOOK_SINK, error, self._max_attempts))
-        return settled
+        await asyncio.gather(*(one(t) for t in timers))
 
     async def _post(self, t: DueTimer) -> str | None:
         """None on a 2xx, else the failure (status, timeout or connection error)."""
