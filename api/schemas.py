@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from app.groups import GroupOffset
 from app.routing import Route
 from app.stats import ServiceStats
 from app.timer_requests import MAX_TIME_MS
@@ -158,6 +159,21 @@ def route_view(topic: str, r: Route) -> RouteView:
 
 
 RouteRequest = Route
+
+
+class GroupCommit(msgspec.Struct, forbid_unknown_fields=True):
+    """The next offset the group will read; ``force`` allows moving it back."""
+
+    offset: int
+    force: bool = False
+
+
+class GroupList(msgspec.Struct):
+    topic: str
+    log_end_offset: int
+    groups: list[GroupOffset]
+
+
 Stats = ServiceStats
 
 # Every type the OpenAPI document shows (their nested types come along).
@@ -174,6 +190,8 @@ DOC_TYPES: tuple[Any, ...] = (
     ErrorBody,
     RouteRequest,
     RouteView,
+    GroupCommit,
+    GroupList,
 )
 
 TIMER_EXAMPLE = {

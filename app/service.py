@@ -31,6 +31,7 @@ from app.engine.redis_sink import REDIS_SINK, RedisStreamSender
 from app.engine.routing_sink import RoutingSink, SenderFactory
 from app.engine.sinks import SettlingSink, Sink
 from app.engine.webhook_sink import WEBHOOK_SINK, WebhookSender
+from app.groups import GroupOffset, GroupOffsets
 from app.notify import TopicNotifier
 from app.routing import Route, RouteTable, check_route
 from app.stats import ServiceStats
@@ -90,6 +91,7 @@ class TimerService:
         self._run_engine = run_engine
         self._store: TimerStore | None = None
         self._routes: RouteTable | None = None
+        self._groups: GroupOffsets | None = None
         self.engine: Engine | None = None
         self.accepting = False
         self._active = 0  # store calls running in worker threads
@@ -118,6 +120,7 @@ class TimerService:
         self._idle.set()
         self._store = await anyio.to_thread.run_sync(self._store_opener, self.settings)
         self._routes = RouteTable(self._store.control)
+        self._groups = GroupOffsets(self._store.control)
         self.engine = Engine(
             self._store,
             self.clock,
@@ -289,6 +292,36 @@ class TimerService:
                 break
         next_offset = messages[-1].offset + 1 if messages else offset
         return Messages(messages, next_offset)
+
+    # ----------------------------------------------------------------- consumer groups
+    @property
+    def groups(self) -> GroupOffsets:
+        if self._groups is None:
+            raise StoreClosedError("the store is not open")
+        return self._groups
+
+    def _log_end(self, topic: str) -> int:
+        return next((i.log_end_offset for i in self.store.topics() if i.topic == topic), 0)
+
+    async def read_group(self, topic: str, group: str, limit: int, wait_ms: int) -> Messages:
+        """Messages from ``group``'s committed offset (0 for a new group)."""
+        offset = await self._call(self.groups.committed, topic, group)
+        return await self.read_messages(topic, offset, limit, wait_ms)
+
+    async def commit_group(self, topic: str, group: str, offset: int, force: bool) -> GroupOffset:
+        def commit() -> GroupOffset:
+            return self.groups.commit(topic, group, offset, self._log_end(topic), force=force)
+
+        return await self._call(commit)
+
+    async def list_groups(self, topic: str) -> tuple[int, list[GroupOffset]]:
+        """The topic's log end offset and its groups (lag is exact at that log end)."""
+
+        def read() -> tuple[int, list[GroupOffset]]:
+            log_end = self._log_end(topic)
+            return log_end, self.groups.groups(topic, log_end)
+
+        return await self._call(read)
 
     # ----------------------------------------------------------------- routes
     @property

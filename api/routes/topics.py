@@ -36,15 +36,20 @@ async def list_topics(request: Request) -> Response:
 async def read_messages(
     request: Request,
     topic: str,
-    offset: int = Query(0, ge=0, description="first offset to read"),
+    offset: int | None = Query(None, ge=0, description="first offset to read (default 0)"),
+    group: str | None = Query(None, description="read from this consumer group's committed offset"),
     limit: int = Query(100, description="at most this many messages"),
     wait_ms: int = Query(0, ge=0, description="wait up to this long for a first message"),
 ) -> Response:
     top = settings_of(request).limits.max_wait_ms
     if wait_ms > top:
         raise InvalidInputError(f"wait_ms must be at most {top}", field="wait_ms")
-    got = await service_of(request).read_messages(
-        topic, offset, page_limit(request, limit), wait_ms
-    )
+    service, size = service_of(request), page_limit(request, limit)
+    if group is not None and offset is not None:
+        raise InvalidInputError("give either offset or group, not both", field="group")
+    if group is not None:
+        got = await service.read_group(topic, group, size, wait_ms)
+    else:
+        got = await service.read_messages(topic, offset or 0, size, wait_ms)
     messages = [message_from_log(m) for m in got.messages]
     return MsgspecJSONResponse(MessageList(messages, got.next_offset))
