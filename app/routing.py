@@ -95,6 +95,13 @@ def _check_url(kind: str, url: str | None) -> str:
         raise InvalidInputError(f"url scheme must be {allowed} for sink {kind}", field="url")
     if not parts.hostname:
         raise InvalidInputError("url must name a host", field="url")
+    try:
+        parts.port  # noqa: B018 (raises on a port that is not a number 0..65535)
+    except ValueError:
+        raise InvalidInputError("url port must be a number 0 to 65535", field="url") from None
+    db = parts.path.strip("/")
+    if kind == "redis_stream" and db and not db.isdigit():
+        raise InvalidInputError("url path must be a database number (/0)", field="url")
     return url
 
 

@@ -2,7 +2,9 @@
 
 Each entry holds ``topic``, ``id``, ``payload`` (the raw bytes), ``headers`` (JSON),
 ``deliver_at_ms``, ``delivered_at_ms`` and ``attempt``. A batch goes in one pipeline
-(no MULTI: entries land in due-time order, each at least once); any error fails the
+(no MULTI), and a route's pipelines go one at a time, in the order the dispatcher
+handed them over, so entries land in due-time order per topic (unless a retry or a
+saturated route's deferral moves a timer later); any error fails the
 whole batch's attempt, which the dispatcher backs off and finally dead-letters. A
 batch that failed after some entries were written is sent again whole: consumers drop
 duplicates by (topic, id).
@@ -56,11 +58,12 @@ class RedisStreamSender:
         self._maxlen = route.maxlen or settings.default_maxlen
         self._max_attempts = route.max_attempts
         self._clock = clock
+        self._in_order = asyncio.Lock()  # one pipeline at a time: due-time order
 
     async def send(
         self, timers: Sequence[DueTimer], limit: asyncio.Semaphore, report: Report
     ) -> None:
-        async with limit:
+        async with self._in_order, limit:
             now_ms = self._clock.now_ms()
             try:
                 async with self._client.pipeline(transaction=False) as pipe:

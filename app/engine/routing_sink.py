@@ -141,11 +141,23 @@ class RoutingSink:
         for route, timers in groups.items():
             if route.sink == LOG_SINK:
                 settled.append(Settled(timers, Outcome.DELIVERED, LOG_SINK))
-            elif not self._dispatch(route, timers):
-                busy = f"route {route.sink} busy: {self._settings.max_in_flight} in flight"
-                ms = self._settings.busy_retry_ms
-                settled.append(Settled(timers, Outcome.DEFERRED, route.sink, busy, defer_ms=ms))
+            elif (failure := self._try_dispatch(route, timers)) is not None:
+                settled.append(failure)
         return settled
+
+    def _try_dispatch(self, route: Route, timers: list[DueTimer]) -> Settled | None:
+        """None when a lane took the timers, else what became of them."""
+        try:
+            taken = self._dispatch(route, timers)
+        except Exception as exc:  # the sink boundary: a client that cannot be built
+            log.exception("route %s could not take %d timers", route.sink, len(timers))
+            error = f"{type(exc).__name__}: {exc}"[:200]
+            return Settled(timers, Outcome.FAILED, route.sink, error, route.max_attempts)
+        if not taken:
+            busy = f"route {route.sink} busy: {self._settings.max_in_flight} in flight"
+            ms = self._settings.busy_retry_ms
+            return Settled(timers, Outcome.DEFERRED, route.sink, busy, defer_ms=ms)
+        return None
 
     def _dispatch(self, route: Route, timers: list[DueTimer]) -> bool:
         self.start()  # idempotent: a service whose engine never started still delivers

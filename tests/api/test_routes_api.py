@@ -54,6 +54,8 @@ BAD_ROUTES = [
     ({**WEBHOOK, "url": "redis://127.0.0.1/0"}, "url"),
     ({**WEBHOOK, "url": "http:///nohost"}, "url"),
     ({**REDIS, "url": "http://127.0.0.1:6379"}, "url"),
+    ({**REDIS, "url": "redis://127.0.0.1:6379/not-a-db"}, "url"),
+    ({**WEBHOOK, "url": "http://127.0.0.1:99999/x"}, "url"),
     ({k: v for k, v in WEBHOOK.items() if k != "url"}, "url"),
     ({**WEBHOOK, "timeout_ms": 0}, "timeout_ms"),
     ({**WEBHOOK, "timeout_ms": 60_001}, "timeout_ms"),

@@ -15,7 +15,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def test_signed_posts_retry_every_tenth_and_none_early(routed, receiver):
+def test_1000_signed_posts_retry_every_tenth_and_none_early(routed, receiver):
     failed_once: set[str] = set()
 
     def first_attempt_of_every_tenth_fails(body):
@@ -29,7 +29,7 @@ def test_signed_posts_retry_every_tenth_and_none_early(routed, receiver):
     r = routed()
     r.route("orders", sink="webhook", url=url, secret="s3cr3t", max_attempts=3)
     start = now_ms()
-    timers = [NewTimer("orders", f"t{i}", start + 200 + i, f"p{i}".encode()) for i in range(300)]
+    timers = [NewTimer("orders", f"t{i}", start + 200 + i, f"p{i}".encode()) for i in range(1000)]
     timers += [NewTimer("orders", "bin", start + 100, b"\x00\xff", {"k": "v"}, binary=True)]
     timers += [NewTimer("logged", f"l{i}", start + 100) for i in range(50)]
     r.store.schedule(timers, start)
@@ -43,7 +43,7 @@ def test_signed_posts_retry_every_tenth_and_none_early(routed, receiver):
     due = {t.id: t.deliver_at_ms for t in timers}
     assert all(a.received_ms >= due[a.body["id"]] for a in recv.arrivals), "none early"
     assert all(a.body["delivered_at_ms"] >= a.body["deliver_at_ms"] for a in recv.arrivals)
-    assert failed_once == {f"t{i}" for i in range(0, 300, 10)}
+    assert failed_once == {f"t{i}" for i in range(0, 1000, 10)}
     by_id = {a.body["id"]: a.body for a in ok}
     assert by_id["t10"]["attempt"] == 2 and by_id["t11"]["attempt"] == 1
     assert by_id["t7"]["payload"] == "p7" and by_id["t7"]["headers"] == {}
@@ -52,7 +52,7 @@ def test_signed_posts_retry_every_tenth_and_none_early(routed, receiver):
     view = r.store.get("orders", "t10")
     assert (view.state, view.sink, view.attempts) == (TimerState.DELIVERED, "webhook", 2)
     assert r.store.get("logged", "l3").sink == LOG_SINK
-    assert r.store.stats().delivered_by_sink == {"webhook": 301, LOG_SINK: 50}
+    assert r.store.stats().delivered_by_sink == {"webhook": 1001, LOG_SINK: 50}
     assert sorted(m.id for m in r.store.read_log("logged", 0, 100)) == sorted(
         f"l{i}" for i in range(50)
     )
@@ -150,3 +150,30 @@ def test_route_change_applies_to_timers_due_after_it(rocks_store, receiver):
     assert [m.id for m in rocks_store.read_log("o", 0, 10)] == ["before", "later"]
     assert [a.body["id"] for a in recv.arrivals] == ["after"]
     assert rocks_store.get("o", "after").sink == "webhook"
+
+
+def test_a_route_whose_client_cannot_be_built_fails_attempts_not_the_engine(rocks_store):
+    from app.clock import SystemClock
+    from app.engine import Engine
+    from app.engine.routing_sink import RoutingSink
+    from app.routing import Route, RouteTable, SinkSettings, check_route
+    from tests.sinks.conftest import FAST
+
+    def broken(route, settings, clock):
+        raise RuntimeError("no client today")
+
+    clock, settings = SystemClock(), SinkSettings(stop_wait_ms=500)
+    routes = RouteTable(rocks_store.control)
+    sink = RoutingSink(routes, settings, clock, {"webhook": broken})
+    route = Route("webhook", "http://127.0.0.1:9/x", "k", max_attempts=2)
+    routes.put("b", check_route(route, settings), clock.now_ms())
+    engine = Engine(rocks_store, clock, FAST, sink=sink)
+    rocks_store.schedule([NewTimer("b", "x", clock.now_ms()), NewTimer("l", "y", 0)], now_ms())
+    engine.start()
+    try:
+        wait_for(lambda: rocks_store.stats().dead_lettered == 1, what="the dead letter")
+        wait_for(lambda: rocks_store.stats().delivered == 1, what="the log timer")
+    finally:
+        engine.stop()
+    assert rocks_store.get("b", "x").last_error == "RuntimeError: no client today"
+    assert engine.running is False and [m.id for m in rocks_store.read_log("l", 0, 5)] == ["y"]
