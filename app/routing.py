@@ -171,5 +171,10 @@ class RouteTable:
         """Return the topic to the embedded log."""
         return self.put(topic, LOG_ROUTE, now_ms)
 
+    def live_routes(self) -> set[Route]:
+        """Every route a timer may still take (current ones and the ones they replaced)."""
+        entries = list(self._entries.values())
+        return {e.route for e in entries} | {e.previous for e in entries}
+
     def routed_topics(self) -> dict[str, Route]:
         return {topic: e.route for topic, e in self._entries.items() if e.route != LOG_ROUTE}

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 class RouteLookup(Protocol):
     def route_for(self, topic: str, key_ms: int) -> Route: ...
 
+    def live_routes(self) -> set[Route]: ...
+
 
 Report = Callable[[Settled], None]
 
@@ -163,6 +165,7 @@ class RoutingSink:
         self.start()  # idempotent: a service whose engine never started still delivers
         lane = self._lanes.get(route)
         if lane is None:
+            self._prune()
             sender = self._senders[route.sink](route, self._settings, self._clock)
             lane = self._lanes[route] = Lane(sender, self._settings)
         if not lane.reserve(len(timers)):
@@ -172,6 +175,19 @@ class RoutingSink:
         self._running.add(future)
         future.add_done_callback(self._running.discard)
         return True
+
+    def _prune(self) -> None:
+        """Close idle lanes of routes no timer can take any more (changed routes)."""
+        live = self._routes.live_routes()
+        for route, lane in list(self._lanes.items()):
+            if route not in live and lane.in_flight == 0:
+                del self._lanes[route]
+                assert self._loop is not None
+                asyncio.run_coroutine_threadsafe(lane.sender.close(), self._loop)
+
+    def lane_count(self) -> int:
+        """Routes with an open lane (a pooled client)."""
+        return len(self._lanes)
 
     def collect(self) -> list[Settled]:
         """What settled since the last call, like outcomes merged (one commit each)."""

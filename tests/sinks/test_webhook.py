@@ -177,3 +177,28 @@ def test_a_route_whose_client_cannot_be_built_fails_attempts_not_the_engine(rock
         engine.stop()
     assert rocks_store.get("b", "x").last_error == "RuntimeError: no client today"
     assert engine.running is False and [m.id for m in rocks_store.read_log("l", 0, 5)] == ["y"]
+
+
+def test_lanes_of_replaced_routes_are_closed(rocks_store, receiver):
+    from app.clock import SystemClock
+    from app.engine import Engine
+    from app.engine.routing_sink import RoutingSink
+    from app.routing import Route, RouteTable, SinkSettings, check_route
+    from tests.sinks.conftest import FAST, SENDERS
+
+    recv, url = receiver()
+    clock, settings = SystemClock(), SinkSettings(stop_wait_ms=500)
+    routes = RouteTable(rocks_store.control)
+    sink = RoutingSink(routes, settings, clock, SENDERS)
+    engine = Engine(rocks_store, clock, FAST, sink=sink)
+    engine.start()
+    try:
+        for n, secret in enumerate(["one", "two", "three"]):
+            routes.put("r", check_route(Route("webhook", url, secret), settings), now_ms())
+            rocks_store.schedule([NewTimer("r", f"x{n}", now_ms())], now_ms())
+            wait_for(lambda n=n: rocks_store.stats().delivered == n + 1, what=f"timer {n}")
+        # "one" is neither the route nor the one it replaced any more: its lane is gone
+        assert sink.lane_count() == 2
+    finally:
+        engine.stop()
+    assert [a.body["id"] for a in recv.ok()] == ["x0", "x1", "x2"]
