@@ -7,7 +7,8 @@ import msgspec
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from api.docs import responses
+from api.docs import responses, timer_links
+from api.params import Cursor, PageLimit, TimerIdPath, TopicFilter, TopicPath
 from api.responses import MsgspecJSONResponse
 from api.routes.deps import page_limit, service_of
 from api.schemas import Timer, TimerList, timer_from_view
@@ -20,13 +21,15 @@ router = APIRouter(prefix="/v1/deadletters", tags=["deadletters"])
     "",
     summary="List dead letters",
     response_class=MsgspecJSONResponse,
-    responses=responses({200: ("a page of dead letters", "TimerList")}),
+    responses=responses(
+        {200: ("a page of dead letters", "TimerList")}, links=timer_links("/timers/0")
+    ),
 )
 async def list_dead_letters(
     request: Request,
-    topic: str | None = Query(None, description="only this topic"),
-    limit: int = Query(100, description="page size"),
-    cursor: str | None = Query(None, description="next_cursor of the previous page"),
+    topic: TopicFilter = None,
+    limit: PageLimit = 100,
+    cursor: Cursor = None,
 ) -> Response:
     page = await service_of(request).dead_letters(
         topic=topic, limit=page_limit(request, limit), cursor=cursor
@@ -37,12 +40,14 @@ async def list_dead_letters(
 
 
 @router.post(
-    "/{topic}/{timer_id}/replay",
+    "/{topic}/{id}/replay",
     summary="Schedule a dead letter again, due now",
     response_class=MsgspecJSONResponse,
-    responses=responses({200: ("the timer, pending again", "Timer")}, 404, 409),
+    responses=responses(
+        {200: ("the timer, pending again", "Timer")}, 404, 409, links=timer_links()
+    ),
 )
-async def replay(request: Request, topic: str, timer_id: str) -> Response:
+async def replay_dead_letter(request: Request, topic: TopicPath, timer_id: TimerIdPath) -> Response:
     result = await service_of(request).replay(topic, timer_id)
     timer = Timer(result.topic, result.id, "pending", result.deliver_at_ms, result.created_at_ms, 0)
     return MsgspecJSONResponse(timer)
