@@ -117,7 +117,9 @@ def _apply_settings(doc: dict[str, Any], settings: Settings) -> None:
         components["securitySchemes"] = {BEARER: scheme}
     schemas = components["schemas"]
     create = schemas["TimerCreate"]
-    create.update(TIMER_CREATE_RULES)
+    # under allOf, not beside the properties: the same rules, but generators (such as
+    # openapi-python-client) still see one object type instead of a union of fragments
+    create["allOf"] = [TIMER_CREATE_RULES]
     props = create["properties"]
     _max_of(props["payload"], "maxLength", limits.max_payload_bytes)
     _max_of(props["payload_b64"], "maxLength", 4 * (limits.max_payload_bytes // 3))
