@@ -25,7 +25,7 @@ from tests.api.helpers import ROOT, ThreadServer, make_settings
 
 pytestmark = pytest.mark.slow
 
-EXAMPLES = 40  # per operation and phase: about 1,500 requests a run
+EXAMPLES = 100  # per operation and phase: about 1,500 test cases (~1 min) a run on 2 cores
 SEED = 20261123
 HOOKS = "tests.contract.schemathesis_hooks"  # the msgpack serializer
 # long-polls are capped at 50 ms so that fuzzed wait_ms values cost little; the document
