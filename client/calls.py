@@ -79,7 +79,12 @@ def _given(**params: Any) -> dict[str, Any]:
     return {key: value for key, value in params.items() if value is not None}
 
 
+# built once: a decoder per answer type
 _read_timer = _reader(Timer, 200, 201)
+_read_batch = _reader(BatchScheduled, 200)
+_read_page = _reader(TimerPage, 200)
+_read_messages = _reader(MessagePage, 200)
+_read_topics = _reader(TopicList, 200)
 
 
 def _read_scheduled(status: int, body: bytes) -> Scheduled:
@@ -92,11 +97,11 @@ def schedule(spec: TimerSpec) -> Call[Scheduled]:
 
 def schedule_many(specs: Sequence[TimerSpec]) -> Call[BatchScheduled]:
     body = _ENCODER.encode({"timers": list(specs)})
-    return Call("POST", "/v1/timers/batch", _reader(BatchScheduled, 200), body=body)
+    return Call("POST", "/v1/timers/batch", _read_batch, body=body)
 
 
 def get(topic: str, timer_id: str) -> Call[Timer]:
-    return Call("GET", _timer_path(topic, timer_id), _reader(Timer, 200))
+    return Call("GET", _timer_path(topic, timer_id), _read_timer)
 
 
 def _read_cancel(status: int, body: bytes) -> Cancelled:
@@ -118,27 +123,27 @@ def list_pending(
     topic: str | None, from_ms: int, to_ms: int | None, limit: int, cursor: str | None
 ) -> Call[TimerPage]:
     params = _given(topic=topic, from_ms=from_ms, to_ms=to_ms, limit=limit, cursor=cursor)
-    return Call("GET", "/v1/timers", _reader(TimerPage, 200), params=params)
+    return Call("GET", "/v1/timers", _read_page, params=params)
 
 
 def consume(topic: str, offset: int, limit: int, wait_ms: int) -> Call[MessagePage]:
     path = f"/v1/topics/{quote(topic, safe='')}/messages"
     params = {"offset": offset, "limit": limit, "wait_ms": wait_ms}
-    return Call("GET", path, _reader(MessagePage, 200), params=params, wait_ms=wait_ms)
+    return Call("GET", path, _read_messages, params=params, wait_ms=wait_ms)
 
 
 def topics() -> Call[TopicList]:
-    return Call("GET", "/v1/topics", _reader(TopicList, 200))
+    return Call("GET", "/v1/topics", _read_topics)
 
 
 def dead_letters(topic: str | None, limit: int, cursor: str | None) -> Call[TimerPage]:
     params = _given(topic=topic, limit=limit, cursor=cursor)
-    return Call("GET", "/v1/deadletters", _reader(TimerPage, 200), params=params)
+    return Call("GET", "/v1/deadletters", _read_page, params=params)
 
 
 def replay(topic: str, timer_id: str) -> Call[Timer]:
     path = f"/v1/deadletters/{quote(topic, safe='')}/{quote(timer_id, safe='')}/replay"
-    return Call("POST", path, _reader(Timer, 200))
+    return Call("POST", path, _read_timer)
 
 
 def spec(
