@@ -71,8 +71,14 @@ def _reader(kind: type[T], *ok: int) -> Callable[[int, bytes], T]:
     return read
 
 
+def segment(name: str) -> str:
+    """A name as one path segment: dots escaped too, so that ``.`` or ``..`` (valid names)
+    are not taken for dot-segments and removed from the path by URL normalization."""
+    return quote(name, safe="").replace(".", "%2E")
+
+
 def _timer_path(topic: str, timer_id: str) -> str:
-    return f"/v1/timers/{quote(topic, safe='')}/{quote(timer_id, safe='')}"
+    return f"/v1/timers/{segment(topic)}/{segment(timer_id)}"
 
 
 def _given(**params: Any) -> dict[str, Any]:
@@ -127,7 +133,7 @@ def list_pending(
 
 
 def consume(topic: str, offset: int, limit: int, wait_ms: int) -> Call[MessagePage]:
-    path = f"/v1/topics/{quote(topic, safe='')}/messages"
+    path = f"/v1/topics/{segment(topic)}/messages"
     params = {"offset": offset, "limit": limit, "wait_ms": wait_ms}
     return Call("GET", path, _read_messages, params=params, wait_ms=wait_ms)
 
@@ -142,7 +148,7 @@ def dead_letters(topic: str | None, limit: int, cursor: str | None) -> Call[Time
 
 
 def replay(topic: str, timer_id: str) -> Call[Timer]:
-    path = f"/v1/deadletters/{quote(topic, safe='')}/{quote(timer_id, safe='')}/replay"
+    path = f"/v1/deadletters/{segment(topic)}/{segment(timer_id)}/replay"
     return Call("POST", path, _read_timer)
 
 

@@ -126,3 +126,14 @@ def test_an_answer_that_is_not_the_error_shape_is_still_typed() -> None:
     assert isinstance(proxy, ServerError) and proxy.code == "http_error" and proxy.status == 502
     odd = error_from(418, b"")
     assert type(odd) is TimerStoreClientError and odd.message == "HTTP 418"
+
+
+def test_dot_names_are_not_dot_segments(base_url: str) -> None:
+    # "." and ".." are valid names; unescaped, URL normalization would drop them from the path
+    with TimerStoreClient(base_url) as ts:
+        for name in (".", "..", "a.b"):
+            assert ts.schedule(".", id=name, deliver_at_ms=FAR_MS).timer.id == name
+            assert ts.get(".", name).id == name
+            assert ts.cancel(".", name).outcome is CancelOutcome.CANCELLED
+        ts.schedule("..", id="m", delay_ms=0)
+        assert [m.id for m in _consume_one(ts, "..").messages] == ["m"]
