@@ -120,7 +120,8 @@ def test_the_server_keeps_its_openapi_contract(tmp_path: Path, keyed: bool) -> N
         ("examples", "coverage", "fuzzing", "stateful"), "success"
     )
     assert report["test_cases"]["with_failures"] == 0 and report["failures"] == []
-    assert report["errors"] == [] and report["operations"]["tested"] == 13
+    ops = report["operations"]
+    assert report["errors"] == [] and ops["tested"] == ops["total"] >= 13, ops
     # the half-failing sink made dead letters and delivered messages for the walk to find
     # (whether the generator then picks a dead letter's topic and id to replay is its luck)
     assert stats["dead_lettered"] > 0 and stats["delivered"] > 0, stats
