@@ -103,13 +103,14 @@ def _apply_settings(doc: dict[str, Any], settings: Settings) -> None:
     limits = settings.limits
     maxima = {name: getattr(limits, field) for name, field in SETTING_MAXIMA}
     keyed = bool(settings.api_keys or settings.admin_keys)
+    open_paths = (*OPEN_PATHS, *(("/metrics",) if settings.metrics_public else ()))
     for path, methods in doc["paths"].items():
         for op in methods.values():
             for param in op.get("parameters", ()):
                 _not_null(param)
                 if param["name"] in maxima:
                     param["schema"]["maximum"] = maxima[param["name"]]
-            if keyed and path not in OPEN_PATHS:
+            if keyed and path not in open_paths:
                 op["security"] = [{BEARER: []}]
     components = doc.setdefault("components", {})
     if keyed:

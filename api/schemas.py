@@ -161,6 +161,18 @@ class MessageList(msgspec.Struct):
     next_offset: int
 
 
+class Replayed(msgspec.Struct, frozen=True):
+    """How many dead letters of a topic were scheduled again."""
+
+    replayed: int
+
+
+class Purged(msgspec.Struct, frozen=True):
+    """How many dead letters were deleted."""
+
+    purged: int
+
+
 class Health(msgspec.Struct):
     status: str
 
@@ -203,6 +215,8 @@ DOC_TYPES: tuple[Any, ...] = (
     ErrorBody,
     IngestRequest,
     IngestReport,
+    Replayed,
+    Purged,
 )
 
 TIMER_EXAMPLE = {

@@ -3,16 +3,14 @@ topic) and purge."""
 
 from __future__ import annotations
 
-import msgspec
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from api.docs import responses, timer_links
 from api.params import Cursor, PageLimit, TimerIdPath, TopicFilter, TopicPath
 from api.responses import MsgspecJSONResponse
 from api.routes.deps import page_limit, service_of
-from api.schemas import Timer, TimerList, timer_from_view
-from storage.names import validate_name
+from api.schemas import Purged, Replayed, Timer, TimerList, timer_from_view
 
 router = APIRouter(prefix="/v1/deadletters", tags=["deadletters"])
 
@@ -53,22 +51,13 @@ async def replay_dead_letter(request: Request, topic: TopicPath, timer_id: Timer
     return MsgspecJSONResponse(timer)
 
 
-class Replayed(msgspec.Struct, frozen=True):
-    replayed: int
-
-
-class Purged(msgspec.Struct, frozen=True):
-    purged: int
-
-
 @router.post(
     "/{topic}/replay",
     summary="Schedule every dead letter of a topic again, due now",
     response_class=MsgspecJSONResponse,
-    responses=responses({200: ("how many were replayed", None)}),
+    responses=responses({200: ("how many were replayed", "Replayed")}),
 )
-async def replay_topic(request: Request, topic: str) -> Response:
-    validate_name("topic", topic)
+async def replay_topic(request: Request, topic: TopicPath) -> Response:
     return MsgspecJSONResponse(Replayed(await service_of(request).replay_topic(topic)))
 
 
@@ -76,11 +65,7 @@ async def replay_topic(request: Request, topic: str) -> Response:
     "",
     summary="Purge dead letters (all, or one topic's)",
     response_class=MsgspecJSONResponse,
-    responses=responses({200: ("how many were purged", None)}),
+    responses=responses({200: ("how many were purged", "Purged")}),
 )
-async def purge(
-    request: Request, topic: str | None = Query(None, description="only this topic")
-) -> Response:
-    if topic is not None:
-        validate_name("topic", topic)
+async def purge(request: Request, topic: TopicFilter = None) -> Response:
     return MsgspecJSONResponse(Purged(await service_of(request).purge_dead_letters(topic)))

@@ -45,9 +45,10 @@ def test_every_response_schema_is_a_plain_ref_that_resolves(doc: dict[str, Any])
     schemas = doc["components"]["schemas"]
     for path, method, op in _operations(doc):
         for status, response in op["responses"].items():
-            for media in response.get("content", {}).values():
+            for kind, media in response.get("content", {}).items():
                 schema = media["schema"]
-                assert set(schema) == {"$ref"}, (path, method, status, schema)
+                plain = {"$ref"} if kind == "application/json" else {"type"}  # /metrics' text
+                assert set(schema) == plain, (path, method, status, schema)
     for target in _walk(doc, "$ref"):
         assert target.startswith(REF_PREFIX), target
         assert target.removeprefix(REF_PREFIX) in schemas, target
@@ -115,6 +116,32 @@ def test_with_api_keys_the_document_declares_the_bearer_scheme(fake_api_factory:
     assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     assert doc["paths"]["/v1/timers"]["post"]["security"] == [{"bearer": []}]
     assert "security" not in doc["paths"]["/healthz"]["get"]
+    metrics = doc["paths"]["/metrics"]["get"]  # a 401 without the key, so documented
+    assert metrics["security"] == [{"bearer": []}] and "401" in metrics["responses"]
+    assert api.client.get("/metrics").status_code == 401
+
+
+def test_public_metrics_need_no_key_in_the_document(fake_api_factory: Any) -> None:
+    api = fake_api_factory(api_keys=["k1"], metrics_public=True)
+    doc = api.client.get("/openapi.json").json()
+    assert "security" not in doc["paths"]["/metrics"]["get"]
+    assert api.client.get("/metrics").status_code == 200
+
+
+def test_dead_letter_topic_routes_state_the_name_rule_and_their_bodies(
+    doc: dict[str, Any], fake_api: FakeApi
+) -> None:
+    replay = doc["paths"]["/v1/deadletters/{topic}/replay"]["post"]
+    (topic,) = replay["parameters"]
+    assert topic["schema"]["pattern"] == NAME_PATTERN
+    ok = replay["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok == {"$ref": REF_PREFIX + "Replayed"}
+    purge = doc["paths"]["/v1/deadletters"]["delete"]
+    ok = purge["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok == {"$ref": REF_PREFIX + "Purged"}
+    assert fake_api.client.post("/v1/deadletters/a%20b/replay").json()["error"]["field"] == "topic"
+    assert fake_api.client.delete("/v1/deadletters?topic=").json()["error"]["field"] == "topic"
+    assert fake_api.client.delete("/v1/deadletters").json() == {"purged": 0}
 
 
 @pytest.mark.parametrize(
