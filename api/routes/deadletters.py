@@ -55,7 +55,8 @@ async def replay_dead_letter(request: Request, topic: TopicPath, timer_id: Timer
     "/{topic}/replay",
     summary="Schedule every dead letter of a topic again, due now",
     response_class=MsgspecJSONResponse,
-    responses=responses({200: ("how many were replayed", "Replayed")}),
+    # 409/404 as for one timer: a dead letter whose topic+id is scheduled again meanwhile
+    responses=responses({200: ("how many were replayed", "Replayed")}, 404, 409),
 )
 async def replay_topic(request: Request, topic: TopicPath) -> Response:
     return MsgspecJSONResponse(Replayed(await service_of(request).replay_topic(topic)))
