@@ -36,6 +36,7 @@ COPY api /src/api
 COPY bench /src/bench
 COPY pipeline /src/pipeline
 COPY timerstore /src/timerstore
+COPY client /src/client
 RUN /opt/venv/bin/pip install --no-cache-dir --no-index --no-deps --no-build-isolation /src \
     && rm -rf /src
 

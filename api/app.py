@@ -73,6 +73,7 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         openapi_url="/openapi.json",
+        generate_unique_id_function=lambda route: route.name,  # operationId = function name
     )
     app.state.service = svc
     app.state.settings = settings

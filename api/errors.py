@@ -17,10 +17,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
-from api.schemas import ErrorBody, ErrorDetail, ProblemItem
+from api.schemas import ErrorBody, ErrorDetail, ProblemItem, given
 from storage.errors import (
     ConflictError,
+    ForbiddenError,
     InvalidInputError,
     NotFoundError,
     StoreClosedError,
@@ -36,6 +38,7 @@ log = logging.getLogger(__name__)
 DOMAIN_STATUS: tuple[tuple[type[TimerStoreError], int, dict[str, str] | None], ...] = (
     (InvalidInputError, 422, None),
     (UnauthorizedError, 401, {"WWW-Authenticate": "Bearer"}),
+    (ForbiddenError, 403, None),
     (NotFoundError, 404, None),
     (ConflictError, 409, None),
     (UnsupportedError, 409, None),
@@ -68,11 +71,11 @@ def domain_status(exc: TimerStoreError) -> tuple[int, dict[str, str] | None]:
 
 
 def domain_response(exc: TimerStoreError) -> Response:
-    detail = ErrorDetail(exc.code, exc.message, exc.field)
+    detail = ErrorDetail(exc.code, exc.message, given(exc.field))
     if isinstance(exc, ConflictError):
         detail.state = exc.state
     if isinstance(exc, InvalidInputError) and exc.problems:
-        detail.problems = [ProblemItem(p.field, p.message, p.index) for p in exc.problems]
+        detail.problems = [ProblemItem(p.field, p.message, given(p.index)) for p in exc.problems]
     status, headers = domain_status(exc)
     if status == 500:
         log.error("no HTTP status for %s: %s", type(exc).__name__, exc.message)
@@ -119,7 +122,24 @@ async def _http_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     headers = dict(exc.headers) if exc.headers else None
+    if exc.status_code == 405:
+        headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
     return error_response(exc.status_code, ErrorDetail(code, str(exc.detail)), headers)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves on this path (Starlette's 405 names only the first
+    matching route's, so ``Allow`` would disagree with the document)."""
+    methods: set[str] = set()
+    routes = list(request.app.router.routes)
+    while routes:
+        route = routes.pop()
+        nested = getattr(route, "effective_candidates", None)  # FastAPI's included routers
+        if nested is not None:
+            routes.extend(nested())
+        elif route.matches(request.scope)[0] is not Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return sorted(methods)
 
 
 async def _unexpected_handler(request: Request, exc: Exception) -> Response:

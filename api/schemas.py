@@ -7,25 +7,43 @@ encoded from them. Request structs forbid unknown fields. Times are epoch millis
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from app.groups import GroupOffset
 from app.routing import Route
 from app.stats import ServiceStats
 from app.timer_requests import MAX_TIME_MS
 from storage.names import NAME_MAX_BYTES, NAME_PATTERN
-from storage.protocol import LoggedMessage, NewTimer, ScheduleResult, TimerView
+from storage.protocol import IngestReport, LoggedMessage, NewTimer, ScheduleResult, TimerView
 
+NAME_DESCRIPTION = f"1 to {NAME_MAX_BYTES} bytes of A-Z a-z 0-9 . _ : -"
+STAGE_DIR_PATTERN = "^[^\\u0000]+$"  # any path but one with a NUL byte
 _NAME_RULE = {
     "pattern": NAME_PATTERN,
-    "description": f"1 to {NAME_MAX_BYTES} bytes of A-Z a-z 0-9 . _ : -",
+    "min_length": 1,
+    "max_length": NAME_MAX_BYTES,
+    "description": NAME_DESCRIPTION,
 }
+# A delay this long from any time before year 8999 stays below MAX_TIME_MS, so every
+# delay the document allows is accepted (1000 years of 365.25 days).
+MAX_DELAY_MS = 1000 * 31_557_600_000
+# Offsets of a topic log are signed 64-bit integers in every client language.
+MAX_OFFSET = 2**63 - 1
+BASE64_PATTERN = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 TopicName = Annotated[str, msgspec.Meta(**_NAME_RULE, examples=["orders"])]
 TimerId = Annotated[str, msgspec.Meta(**_NAME_RULE, examples=["order-1234-timeout"])]
 TimeMs = Annotated[int, msgspec.Meta(ge=0, le=MAX_TIME_MS, description="epoch milliseconds")]
-DelayMs = Annotated[int, msgspec.Meta(ge=0, le=MAX_TIME_MS, description="milliseconds from now")]
+DelayMs = Annotated[int, msgspec.Meta(ge=0, le=MAX_DELAY_MS, description="milliseconds from now")]
+Base64Payload = Annotated[
+    bytes,
+    msgspec.Meta(
+        description="binary payload: standard base64 (with padding) in JSON, bin in msgpack",
+        extra_json_schema={"pattern": BASE64_PATTERN},
+    ),
+]
 
 
 class TimerCreate(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -37,8 +55,23 @@ class TimerCreate(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
     deliver_at_ms: TimeMs | None = None
     delay_ms: DelayMs | None = None
     payload: str | None = None
-    payload_b64: bytes | None = None
+    payload_b64: Base64Payload | None = None
     headers: dict[str, str] | None = None
+
+
+# The rules across TimerCreate's fields, added to its component schema (``api.docs``):
+# exactly one of deliver_at_ms / delay_ms is a number (null counts as absent), and not
+# both payload forms are given. The server checks them in ``app.timer_requests``.
+TIMER_CREATE_RULES: dict[str, Any] = {
+    "oneOf": [
+        {"required": ["deliver_at_ms"], "properties": {"deliver_at_ms": {"type": "integer"}}},
+        {"required": ["delay_ms"], "properties": {"delay_ms": {"type": "integer"}}},
+    ],
+    "not": {
+        "required": ["payload", "payload_b64"],
+        "properties": {"payload": {"type": "string"}, "payload_b64": {"type": "string"}},
+    },
+}
 
 
 class TimerBatchCreate(msgspec.Struct, forbid_unknown_fields=True):
@@ -53,9 +86,26 @@ class TimerBatchRaw(msgspec.Struct, forbid_unknown_fields=True):
     timers: list[msgspec.Raw]
 
 
-class Timer(msgspec.Struct, omit_defaults=True):
+class IngestRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """A staged bulk import: a directory directly under ``<data_dir>/staging``."""
+
+    stage_dir: Annotated[
+        str,
+        msgspec.Meta(
+            pattern=STAGE_DIR_PATTERN,
+            max_length=4096,
+            description="the staged directory: a path under <data_dir>/staging, "
+            "absolute or relative to it",
+            examples=["import-1700000000000"],
+        ),
+    ]
+    replace: bool = False
+
+
+class Timer(msgspec.Struct):
     """A timer as stored. ``payload`` or ``payload_b64`` as it was given; ``state`` is
-    pending, in_flight, delivered (with delivered_at_ms and offset) or dead_lettered."""
+    pending, in_flight, delivered (with delivered_at_ms and offset) or dead_lettered.
+    Fields without a value are left out (never null)."""
 
     topic: str
     id: str
@@ -63,14 +113,14 @@ class Timer(msgspec.Struct, omit_defaults=True):
     deliver_at_ms: int
     created_at_ms: int
     attempts: int
-    requested_deliver_at_ms: int | None = None
-    payload: str | None = None
-    payload_b64: bytes | None = None
-    headers: dict[str, str] | None = None
-    delivered_at_ms: int | None = None
-    offset: int | None = None
-    last_error: str | None = None
-    sink: str | None = None  # the sink that took it (delivered)
+    requested_deliver_at_ms: int | UnsetType = UNSET
+    payload: str | UnsetType = UNSET
+    payload_b64: bytes | UnsetType = UNSET
+    headers: dict[str, str] | UnsetType = UNSET
+    delivered_at_ms: int | UnsetType = UNSET
+    offset: int | UnsetType = UNSET
+    last_error: str | UnsetType = UNSET
+    sink: str | UnsetType = UNSET  # the sink that took it (delivered)
 
 
 class ScheduledTimer(msgspec.Struct):
@@ -99,14 +149,14 @@ class TopicList(msgspec.Struct):
     topics: list[Topic]
 
 
-class Message(msgspec.Struct, omit_defaults=True):
+class Message(msgspec.Struct):
     offset: int
     id: str
     deliver_at_ms: int
     delivered_at_ms: int
     headers: dict[str, str]
-    payload: str | None = None
-    payload_b64: bytes | None = None
+    payload: str | UnsetType = UNSET
+    payload_b64: bytes | UnsetType = UNSET
 
 
 class MessageList(msgspec.Struct):
@@ -114,22 +164,36 @@ class MessageList(msgspec.Struct):
     next_offset: int
 
 
+class Replayed(msgspec.Struct, frozen=True):
+    """How many dead letters of a topic were scheduled again."""
+
+    replayed: int
+
+
+class Purged(msgspec.Struct, frozen=True):
+    """How many dead letters were deleted."""
+
+    purged: int
+
+
 class Health(msgspec.Struct):
     status: str
 
 
-class ProblemItem(msgspec.Struct, omit_defaults=True):
+class ProblemItem(msgspec.Struct):
     field: str
     message: str
-    index: int | None = None
+    index: int | UnsetType = UNSET
 
 
-class ErrorDetail(msgspec.Struct, omit_defaults=True):
+class ErrorDetail(msgspec.Struct):
+    """``field`` names the input that broke a rule; ``state`` comes with a 409."""
+
     code: str
     message: str
-    field: str | None = None
-    state: str | None = None
-    problems: list[ProblemItem] | None = None
+    field: str | UnsetType = UNSET
+    state: str | UnsetType = UNSET
+    problems: list[ProblemItem] | UnsetType = UNSET
 
 
 class ErrorBody(msgspec.Struct):
@@ -188,6 +252,10 @@ DOC_TYPES: tuple[Any, ...] = (
     Stats,
     Health,
     ErrorBody,
+    IngestRequest,
+    IngestReport,
+    Replayed,
+    Purged,
     RouteRequest,
     RouteView,
     GroupCommit,
@@ -210,12 +278,22 @@ BATCH_EXAMPLE = {
 
 
 # ----------------------------------------------------------------- conversions
-def _split_payload(payload: bytes | None, binary: bool) -> tuple[str | None, bytes | None]:
+V = TypeVar("V")
+
+
+def given(value: V | None) -> V | UnsetType:
+    """None (no value) as UNSET: the field is left out of the response."""
+    return UNSET if value is None else value
+
+
+def _split_payload(
+    payload: bytes | None, binary: bool
+) -> tuple[str | UnsetType, bytes | UnsetType]:
     if payload is None:
-        return None, None
+        return UNSET, UNSET
     if binary:
-        return None, payload
-    return payload.decode("utf-8", "replace"), None
+        return UNSET, payload
+    return payload.decode("utf-8", "replace"), UNSET
 
 
 def timer_from_view(v: TimerView) -> Timer:
@@ -227,14 +305,14 @@ def timer_from_view(v: TimerView) -> Timer:
         v.deliver_at_ms,
         v.created_at_ms,
         v.attempts,
-        v.requested_deliver_at_ms,
+        given(v.requested_deliver_at_ms),
         text,
         raw,
-        v.headers,
-        v.delivered_at_ms,
-        v.offset,
-        v.last_error,
-        v.sink,
+        given(v.headers),
+        given(v.delivered_at_ms),
+        given(v.offset),
+        given(v.last_error),
+        given(v.sink),
     )
 
 
@@ -247,10 +325,10 @@ def timer_from_schedule(r: ScheduleResult, t: NewTimer) -> Timer:
         r.deliver_at_ms,
         r.created_at_ms,
         0,
-        t.deliver_at_ms,
+        given(t.deliver_at_ms),
         text,
         raw,
-        t.headers,
+        given(t.headers),
     )
 
 

@@ -52,6 +52,12 @@ class UnauthorizedError(TimerStoreError):
     code = "unauthorized"
 
 
+class ForbiddenError(TimerStoreError):
+    """The request names something outside what it may reach (a path outside staging)."""
+
+    code = "forbidden"
+
+
 class TooLargeError(TimerStoreError):
     """The request body is larger than ``limits.max_body_bytes``."""
 

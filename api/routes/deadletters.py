@@ -3,15 +3,14 @@ topic) and purge."""
 
 from __future__ import annotations
 
-import msgspec
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from api.docs import responses
+from api.docs import responses, timer_links
+from api.params import Cursor, PageLimit, TimerIdPath, TopicFilter, TopicPath
 from api.responses import MsgspecJSONResponse
 from api.routes.deps import page_limit, service_of
-from api.schemas import Timer, TimerList, timer_from_view
-from storage.names import validate_name
+from api.schemas import Purged, Replayed, Timer, TimerList, timer_from_view
 
 router = APIRouter(prefix="/v1/deadletters", tags=["deadletters"])
 
@@ -20,13 +19,15 @@ router = APIRouter(prefix="/v1/deadletters", tags=["deadletters"])
     "",
     summary="List dead letters",
     response_class=MsgspecJSONResponse,
-    responses=responses({200: ("a page of dead letters", "TimerList")}),
+    responses=responses(
+        {200: ("a page of dead letters", "TimerList")}, links=timer_links("/timers/0")
+    ),
 )
 async def list_dead_letters(
     request: Request,
-    topic: str | None = Query(None, description="only this topic"),
-    limit: int = Query(100, description="page size"),
-    cursor: str | None = Query(None, description="next_cursor of the previous page"),
+    topic: TopicFilter = None,
+    limit: PageLimit = 100,
+    cursor: Cursor = None,
 ) -> Response:
     page = await service_of(request).dead_letters(
         topic=topic, limit=page_limit(request, limit), cursor=cursor
@@ -37,33 +38,27 @@ async def list_dead_letters(
 
 
 @router.post(
-    "/{topic}/{timer_id}/replay",
+    "/{topic}/{id}/replay",
     summary="Schedule a dead letter again, due now",
     response_class=MsgspecJSONResponse,
-    responses=responses({200: ("the timer, pending again", "Timer")}, 404, 409),
+    responses=responses(
+        {200: ("the timer, pending again", "Timer")}, 404, 409, links=timer_links()
+    ),
 )
-async def replay(request: Request, topic: str, timer_id: str) -> Response:
+async def replay_dead_letter(request: Request, topic: TopicPath, timer_id: TimerIdPath) -> Response:
     result = await service_of(request).replay(topic, timer_id)
     timer = Timer(result.topic, result.id, "pending", result.deliver_at_ms, result.created_at_ms, 0)
     return MsgspecJSONResponse(timer)
-
-
-class Replayed(msgspec.Struct, frozen=True):
-    replayed: int
-
-
-class Purged(msgspec.Struct, frozen=True):
-    purged: int
 
 
 @router.post(
     "/{topic}/replay",
     summary="Schedule every dead letter of a topic again, due now",
     response_class=MsgspecJSONResponse,
-    responses=responses({200: ("how many were replayed", None)}),
+    # 409/404 as for one timer: a dead letter whose topic+id is scheduled again meanwhile
+    responses=responses({200: ("how many were replayed", "Replayed")}, 404, 409),
 )
-async def replay_topic(request: Request, topic: str) -> Response:
-    validate_name("topic", topic)
+async def replay_topic(request: Request, topic: TopicPath) -> Response:
     return MsgspecJSONResponse(Replayed(await service_of(request).replay_topic(topic)))
 
 
@@ -71,11 +66,7 @@ async def replay_topic(request: Request, topic: str) -> Response:
     "",
     summary="Purge dead letters (all, or one topic's)",
     response_class=MsgspecJSONResponse,
-    responses=responses({200: ("how many were purged", None)}),
+    responses=responses({200: ("how many were purged", "Purged")}),
 )
-async def purge(
-    request: Request, topic: str | None = Query(None, description="only this topic")
-) -> Response:
-    if topic is not None:
-        validate_name("topic", topic)
+async def purge(request: Request, topic: TopicFilter = None) -> Response:
     return MsgspecJSONResponse(Purged(await service_of(request).purge_dead_letters(topic)))

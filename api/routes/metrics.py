@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from api.docs import responses
 from api.routes.deps import service_of
 from app.telemetry import CONTENT_TYPE
 
@@ -15,7 +16,13 @@ router = APIRouter(tags=["operations"])
     "/metrics",
     summary="Prometheus metrics",
     response_class=Response,
-    responses={200: {"description": "Prometheus text format", "content": {CONTENT_TYPE: {}}}},
+    responses={
+        200: {
+            "description": "Prometheus text format",
+            "content": {CONTENT_TYPE: {"schema": {"type": "string"}}},
+        },
+        401: responses({})[401],  # API keys are set and metrics_public is not
+    },
 )
 async def metrics(request: Request) -> Response:
     return Response(await service_of(request).metrics(), media_type=CONTENT_TYPE)

@@ -18,5 +18,5 @@ router = APIRouter(prefix="/v1/stats", tags=["stats"])
     response_class=MsgspecJSONResponse,
     responses=responses({200: ("statistics", "ServiceStats")}),
 )
-async def stats(request: Request) -> Response:
+async def get_stats(request: Request) -> Response:
     return MsgspecJSONResponse(await service_of(request).stats())

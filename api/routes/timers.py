@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from api import bodies
-from api.docs import request_body, responses
+from api.docs import request_body, responses, timer_links
+from api.params import Cursor, FromMs, PageLimit, TimerIdPath, ToMs, TopicFilter, TopicPath
 from api.responses import MsgspecJSONResponse
 from api.routes.deps import page_limit, service_of, settings_of
 from api.schemas import (
@@ -31,7 +32,11 @@ router = APIRouter(prefix="/v1/timers", tags=["timers"])
     response_class=MsgspecJSONResponse,
     openapi_extra=request_body("TimerCreate", TIMER_EXAMPLE, msgpack=True),
     responses=responses(
-        {201: ("scheduled", "Timer"), 200: ("rescheduled", "Timer")}, 409, 413, 415
+        {201: ("scheduled", "Timer"), 200: ("rescheduled", "Timer")},
+        409,
+        413,
+        415,
+        links=timer_links(),
     ),
 )
 async def schedule_timer(request: Request) -> Response:
@@ -50,7 +55,9 @@ async def schedule_timer(request: Request) -> Response:
     "item by index and field. Batches are written in store calls of a few thousand timers.",
     response_class=MsgspecJSONResponse,
     openapi_extra=request_body("TimerBatchCreate", BATCH_EXAMPLE, msgpack=True),
-    responses=responses({200: ("scheduled", "BatchScheduled")}, 409, 413, 415),
+    responses=responses(
+        {200: ("scheduled", "BatchScheduled")}, 409, 413, 415, links=timer_links("/timers/0")
+    ),
 )
 async def schedule_batch(request: Request) -> Response:
     kind = bodies.media_kind(request, ("json", "msgpack"))
@@ -65,15 +72,17 @@ async def schedule_batch(request: Request) -> Response:
     "",
     summary="List pending timers in due-time order",
     response_class=MsgspecJSONResponse,
-    responses=responses({200: ("a page of pending timers", "TimerList")}),
+    responses=responses(
+        {200: ("a page of pending timers", "TimerList")}, links=timer_links("/timers/0")
+    ),
 )
 async def list_timers(
     request: Request,
-    topic: str | None = Query(None, description="only this topic"),
-    from_ms: int = Query(0, ge=0, description="due at or after (epoch ms)"),
-    to_ms: int | None = Query(None, ge=0, description="due at or before (epoch ms)"),
-    limit: int = Query(100, description="page size (1 to max_page_limit)"),
-    cursor: str | None = Query(None, description="next_cursor of the previous page"),
+    topic: TopicFilter = None,
+    from_ms: FromMs = 0,
+    to_ms: ToMs = None,
+    limit: PageLimit = 100,
+    cursor: Cursor = None,
 ) -> Response:
     page = await service_of(request).list_pending(
         topic=topic,
@@ -87,20 +96,20 @@ async def list_timers(
 
 
 @router.get(
-    "/{topic}/{timer_id}",
+    "/{topic}/{id}",
     summary="Inspect a timer",
     description="state: pending, in_flight, delivered (with delivered_at_ms and offset, "
     "within the retention window) or dead_lettered.",
     response_class=MsgspecJSONResponse,
-    responses=responses({200: ("the timer", "Timer")}, 404),
+    responses=responses({200: ("the timer", "Timer")}, 404, links=timer_links()),
 )
-async def get_timer(request: Request, topic: str, timer_id: str) -> Response:
+async def get_timer(request: Request, topic: TopicPath, timer_id: TimerIdPath) -> Response:
     view = await service_of(request).get(topic, timer_id)
     return MsgspecJSONResponse(timer_from_view(view))
 
 
 @router.delete(
-    "/{topic}/{timer_id}",
+    "/{topic}/{id}",
     summary="Cancel a timer",
     description="204: removed, it will never be delivered. 404: unknown. "
     "409: too late (in flight or delivered), with the state in the body.",
@@ -108,6 +117,6 @@ async def get_timer(request: Request, topic: str, timer_id: str) -> Response:
     response_class=Response,
     responses=responses({204: ("removed", None)}, 404, 409),
 )
-async def cancel_timer(request: Request, topic: str, timer_id: str) -> Response:
+async def cancel_timer(request: Request, topic: TopicPath, timer_id: TimerIdPath) -> Response:
     await service_of(request).cancel(topic, timer_id)
     return Response(status_code=204)

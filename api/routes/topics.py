@@ -2,23 +2,39 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from api.docs import responses
+from api.params import GroupFilter, OptionalOffset, PageLimit, TopicPath, WaitMs
 from api.responses import MsgspecJSONResponse
 from api.routes.deps import page_limit, service_of, settings_of
 from api.schemas import MessageList, Topic, TopicList, message_from_log
 from storage.errors import InvalidInputError
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
+_TOPIC = "$response.body#/topics/0/topic"
+_TOPIC_LINKS = {
+    "ReadTopicMessages": {"operationId": "read_messages", "parameters": {"topic": _TOPIC}},
+    "ListTopicTimers": {"operationId": "list_timers", "parameters": {"topic": _TOPIC}},
+}
+_LOG_LINKS = {
+    "ReadOn": {
+        "operationId": "read_messages",
+        "parameters": {"topic": "$request.path.topic", "offset": "$response.body#/next_offset"},
+    },
+    "GetDeliveredTimer": {
+        "operationId": "get_timer",
+        "parameters": {"topic": "$request.path.topic", "id": "$response.body#/messages/0/id"},
+    },
+}
 
 
 @router.get(
     "",
     summary="Topics with pending counts and log end offsets",
     response_class=MsgspecJSONResponse,
-    responses=responses({200: ("topics", "TopicList")}),
+    responses=responses({200: ("topics", "TopicList")}, links=_TOPIC_LINKS),
 )
 async def list_topics(request: Request) -> Response:
     infos = await service_of(request).topics()
@@ -31,15 +47,15 @@ async def list_topics(request: Request) -> Response:
     "/{topic}/messages",
     summary="Read delivered messages from the topic log (long-poll with wait_ms)",
     response_class=MsgspecJSONResponse,
-    responses=responses({200: ("messages from offset", "MessageList")}, 404),
+    responses=responses({200: ("messages from offset", "MessageList")}, 404, links=_LOG_LINKS),
 )
 async def read_messages(
     request: Request,
-    topic: str,
-    offset: int | None = Query(None, ge=0, description="first offset to read (default 0)"),
-    group: str | None = Query(None, description="read from this consumer group's committed offset"),
-    limit: int = Query(100, description="at most this many messages"),
-    wait_ms: int = Query(0, ge=0, description="wait up to this long for a first message"),
+    topic: TopicPath,
+    offset: OptionalOffset = None,
+    group: GroupFilter = None,
+    limit: PageLimit = 100,
+    wait_ms: WaitMs = 0,
 ) -> Response:
     top = settings_of(request).limits.max_wait_ms
     if wait_ms > top:

@@ -69,6 +69,15 @@ CASES: list[tuple[str, str, str | None, bytes, int, str | None]] = [
     ("batch not a list", "/batch", JSON, b'{"timers": {"a": 1}}', 422, "timers"),
     ("batch unknown field", "/batch", JSON, b'{"timers": [], "x": 1}', 422, "x"),
     ("batch malformed msgpack", "/batch", "application/msgpack", b"\xc1\xc1", 422, "body"),
+    ("number beyond float", "", JSON, _with(delay_ms=...).replace(b"}", b', "delay_ms": 1e400}'),
+     422, "delay_ms"),
+    ("not UTF-8", "", JSON, b"\xff\xfe{}", 422, "body"),
+    ("nesting 60000 deep", "", JSON, b"[" * 60_000, 422, "body"),
+    ("msgpack ext", "", "application/msgpack", b"\xd4\x01\x02", 422, "body"),
+    ("msgpack uint64 max", "", "application/msgpack",
+     msgspec.msgpack.encode({"topic": "orders", "delay_ms": 2**64 - 1}), 422, "delay_ms"),
+    ("msgpack bin topic", "", "application/msgpack",
+     msgspec.msgpack.encode({"topic": b"orders", "delay_ms": 1}), 422, "topic"),
     ("batch msgpack bad item", "/batch", "application/msgpack",
      msgspec.msgpack.encode({"timers": [OK, {"topic": "x", "payload_b64": "text"}]}), 422,
      "timers[1].payload_b64"),
@@ -109,6 +118,12 @@ GET_CASES = [
     ("/v1/topics/orders/messages?offset=x", "offset"),
     ("/v1/topics/bad%21topic/messages", "topic"),
     ("/v1/deadletters?limit=100000", "limit"),
+    ("/v1/timers?from_ms=%00", "from_ms"),
+    ("/v1/timers?from_ms=" + "9" * 5000, "from_ms"),
+    ("/v1/timers?cursor=%00%00%00%00", "cursor"),
+    ("/v1/timers?cursor=%FF%FE%FD%FC", "cursor"),
+    ("/v1/timers/orders/%00", "id"),
+    ("/v1/deadletters?topic=%C3%A9", "topic"),
 ]
 
 

@@ -32,12 +32,12 @@ FLAGS = [
 OPERATIONS = [
     "/v1/timers",
     "/v1/timers/batch",
-    "/v1/timers/{topic}/{timer_id}",
+    "/v1/timers/{topic}/{id}",
     "/v1/topics",
     "/v1/topics/{topic}/messages",
     "/v1/stats",
     "/v1/deadletters",
-    "/v1/deadletters/{topic}/{timer_id}/replay",
+    "/v1/deadletters/{topic}/{id}/replay",
     "/healthz",
     "/readyz",
 ]
@@ -67,7 +67,7 @@ def _run(browser: str, profile: Path, *args: str) -> str:
 @pytest.mark.slow
 def test_docs_render_offline_in_chromium(live: httpx.Client, tmp_path: Path) -> None:
     browser = _chromium()
-    page = f"{live.base_url}/docs#/timers/schedule_timer_v1_timers_post"
+    page = f"{live.base_url}/docs#/timers/schedule_timer"
     dom = _run(browser, tmp_path / "profile", "--dump-dom", page)
     assert "Unable to render" not in dom
     for path in OPERATIONS:
@@ -75,6 +75,9 @@ def test_docs_render_offline_in_chromium(live: httpx.Client, tmp_path: Path) -> 
     for text in ("TimerCreate", "TimerBatchCreate", "deliver_at_ms", "payload_b64"):
         assert text in dom, text
     assert "order-1234-timeout" in dom  # the expanded operation shows the request example
+    schemas = live.get("/openapi.json").json()["components"]["schemas"]
+    for name in schemas:  # every schema is listed in the Schemas section
+        assert f'id="model-{name}"' in dom, name
 
     shot = tmp_path / "swagger.png"
     overview = f"{live.base_url}/docs"

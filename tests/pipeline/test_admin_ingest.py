@@ -34,9 +34,11 @@ def test_the_route_wants_an_admin_key_and_a_staged_directory_inside_staging(serv
     body = {"stage_dir": "empty"}
     assert client.post("/v1/admin/ingest", json=body).status_code == 401
     assert client.post("/v1/admin/ingest", json=body, headers=USER).status_code == 401
-    for outside in (str(tmp_path), "../..", "", "missing"):
-        r = client.post("/v1/admin/ingest", json={"stage_dir": outside}, headers=ADMIN)
-        assert r.status_code == 422 and r.json()["error"]["field"] == "stage_dir", r.text
+    # outside staging: 403; missing: 404; empty or with a NUL byte: 422 (never a 500)
+    for stage_dir, status in ((str(tmp_path), 403), ("../..", 403), ("missing", 404),
+                              ("", 422), ("a\x00b", 422)):  # fmt: skip
+        r = client.post("/v1/admin/ingest", json={"stage_dir": stage_dir}, headers=ADMIN)
+        assert r.status_code == status and r.json()["error"]["field"] == "stage_dir", r.text
     r = client.post("/v1/admin/ingest", json=body, headers=ADMIN)  # no manifest
     assert r.status_code == 422 and "manifest.json" in r.text
     r = client.post("/v1/admin/ingest", json={"stage_dir": "empty", "x": 1}, headers=ADMIN)

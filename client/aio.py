@@ -1,0 +1,143 @@
+"""The asyncio client, on ``httpx.AsyncClient`` (the same operations as ``client.sync``)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+from typing import TypeVar
+
+import httpx
+
+from client import calls
+from client.calls import Call, http_options, timeout_of
+from client.models import (
+    BatchScheduled,
+    Cancelled,
+    MessagePage,
+    Scheduled,
+    Timer,
+    TimerPage,
+    TimerSpec,
+    Topic,
+)
+
+T = TypeVar("T")
+
+
+class AsyncTimerStoreClient:
+    """Schedule, inspect, list, cancel and consume timers on a timerstore server.
+
+    Error answers raise the ``client.errors`` class of the server's code (carrying
+    ``status``, ``code``, ``message``, ``field``); ``cancel`` instead returns what it did.
+    Use as a context manager, or call ``close()``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 10.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        options = http_options(api_key, timeout_s)
+        self._http = httpx.AsyncClient(base_url=base_url, transport=transport, **options)
+        self._timeout_s = timeout_s
+
+    async def _send(self, call: Call[T]) -> T:
+        answer = await self._http.request(
+            call.method,
+            call.path,
+            params=call.params,
+            content=call.body,
+            headers=call.headers,
+            timeout=timeout_of(call, self._timeout_s),
+        )
+        return call.read(answer.status_code, answer.content)
+
+    async def schedule(
+        self,
+        topic: str,
+        *,
+        id: str | None = None,
+        deliver_at_ms: int | None = None,
+        delay_ms: int | None = None,
+        payload: str | bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Scheduled:
+        """One timer, due at ``deliver_at_ms`` or after ``delay_ms``; a ``bytes`` payload
+        is binary. ``replaced`` says whether it rescheduled a pending topic+id."""
+        spec = calls.spec(
+            topic,
+            id=id,
+            deliver_at_ms=deliver_at_ms,
+            delay_ms=delay_ms,
+            payload=payload,
+            headers=headers,
+        )
+        return await self._send(calls.schedule(spec))
+
+    async def schedule_many(self, specs: Sequence[TimerSpec]) -> BatchScheduled:
+        """A batch, stored all together or not at all (InvalidInput lists every bad one)."""
+        return await self._send(calls.schedule_many(specs))
+
+    async def get(self, topic: str, timer_id: str) -> Timer:
+        return await self._send(calls.get(topic, timer_id))
+
+    async def cancel(self, topic: str, timer_id: str) -> Cancelled:
+        return await self._send(calls.cancel(topic, timer_id))
+
+    async def list_pending(
+        self,
+        *,
+        topic: str | None = None,
+        from_ms: int = 0,
+        to_ms: int | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> TimerPage:
+        return await self._send(calls.list_pending(topic, from_ms, to_ms, limit, cursor))
+
+    async def iter_pending(
+        self, *, topic: str | None = None, limit: int = 100
+    ) -> AsyncIterator[Timer]:
+        """Every pending timer in due-time order, page by page, until the last page."""
+        cursor: str | None = None
+        while True:
+            page = await self.list_pending(topic=topic, limit=limit, cursor=cursor)
+            for timer in page.timers:
+                yield timer
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def consume(
+        self, topic: str, *, offset: int = 0, limit: int = 100, wait_ms: int = 0
+    ) -> MessagePage:
+        """Delivered messages from ``offset``; waits up to ``wait_ms`` for the first."""
+        return await self._send(calls.consume(topic, offset, limit, wait_ms))
+
+    async def topics(self) -> list[Topic]:
+        return (await self._send(calls.topics())).topics
+
+    async def dead_letters(
+        self, *, topic: str | None = None, limit: int = 100, cursor: str | None = None
+    ) -> TimerPage:
+        return await self._send(calls.dead_letters(topic, limit, cursor))
+
+    async def replay(self, topic: str, timer_id: str) -> Timer:
+        return await self._send(calls.replay(topic, timer_id))
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncTimerStoreClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,175 @@
+"""Each operation as a ``Call``: the HTTP request to send and how to read its answer.
+
+The sync and async clients share these, so they differ only in how they send. Bodies go
+as msgpack (binary payloads travel as bin, and it is the server's fast path); answers
+are JSON, decoded straight into the Structs of ``client.models``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from client.errors import error_from
+from client.models import (
+    BatchScheduled,
+    Cancelled,
+    CancelOutcome,
+    MessagePage,
+    Scheduled,
+    Timer,
+    TimerPage,
+    TimerSpec,
+    TopicList,
+)
+
+T = TypeVar("T")
+MSGPACK = {"Content-Type": "application/msgpack"}
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request; ``read(status, body)`` turns its answer into a value or raises."""
+
+    method: str
+    path: str
+    read: Callable[[int, bytes], T]
+    params: dict[str, Any] = field(default_factory=dict)
+    body: bytes | None = None
+    wait_ms: int = 0  # a long-poll: the read timeout must outlast it
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return MSGPACK if self.body is not None else {}
+
+
+def http_options(api_key: str | None, timeout_s: float) -> dict[str, Any]:
+    """The httpx client options both clients use (the API key as a bearer token)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return {"headers": headers, "timeout": timeout_s}
+
+
+def timeout_of(call: Call[Any], timeout_s: float) -> httpx.Timeout:
+    """A long-poll may be silent for ``wait_ms``: the read timeout outlasts it."""
+    return httpx.Timeout(timeout_s, read=timeout_s + call.wait_ms / 1000)
+
+
+def _reader(kind: type[T], *ok: int) -> Callable[[int, bytes], T]:
+    decoder = msgspec.json.Decoder(kind)
+
+    def read(status: int, body: bytes) -> T:
+        if status not in ok:
+            raise error_from(status, body)
+        return decoder.decode(body)
+
+    return read
+
+
+def segment(name: str) -> str:
+    """A name as one path segment: dots escaped too, so that ``.`` or ``..`` (valid names)
+    are not taken for dot-segments and removed from the path by URL normalization."""
+    return quote(name, safe="").replace(".", "%2E")
+
+
+def _timer_path(topic: str, timer_id: str) -> str:
+    return f"/v1/timers/{segment(topic)}/{segment(timer_id)}"
+
+
+def _given(**params: Any) -> dict[str, Any]:
+    return {key: value for key, value in params.items() if value is not None}
+
+
+# built once: a decoder per answer type
+_read_timer = _reader(Timer, 200, 201)
+_read_batch = _reader(BatchScheduled, 200)
+_read_page = _reader(TimerPage, 200)
+_read_messages = _reader(MessagePage, 200)
+_read_topics = _reader(TopicList, 200)
+
+
+def _read_scheduled(status: int, body: bytes) -> Scheduled:
+    return Scheduled(timer=_read_timer(status, body), replaced=status == 200)
+
+
+def schedule(spec: TimerSpec) -> Call[Scheduled]:
+    return Call("POST", "/v1/timers", _read_scheduled, body=_ENCODER.encode(spec))
+
+
+def schedule_many(specs: Sequence[TimerSpec]) -> Call[BatchScheduled]:
+    body = _ENCODER.encode({"timers": list(specs)})
+    return Call("POST", "/v1/timers/batch", _read_batch, body=body)
+
+
+def get(topic: str, timer_id: str) -> Call[Timer]:
+    return Call("GET", _timer_path(topic, timer_id), _read_timer)
+
+
+def _read_cancel(status: int, body: bytes) -> Cancelled:
+    if status == 204:
+        return Cancelled(outcome=CancelOutcome.CANCELLED)
+    error = error_from(status, body)
+    if error.code == "not_found":
+        return Cancelled(outcome=CancelOutcome.UNKNOWN)
+    if error.code == "conflict":
+        return Cancelled(outcome=CancelOutcome.TOO_LATE, state=error.state)
+    raise error
+
+
+def cancel(topic: str, timer_id: str) -> Call[Cancelled]:
+    return Call("DELETE", _timer_path(topic, timer_id), _read_cancel)
+
+
+def list_pending(
+    topic: str | None, from_ms: int, to_ms: int | None, limit: int, cursor: str | None
+) -> Call[TimerPage]:
+    params = _given(topic=topic, from_ms=from_ms, to_ms=to_ms, limit=limit, cursor=cursor)
+    return Call("GET", "/v1/timers", _read_page, params=params)
+
+
+def consume(topic: str, offset: int, limit: int, wait_ms: int) -> Call[MessagePage]:
+    path = f"/v1/topics/{segment(topic)}/messages"
+    params = {"offset": offset, "limit": limit, "wait_ms": wait_ms}
+    return Call("GET", path, _read_messages, params=params, wait_ms=wait_ms)
+
+
+def topics() -> Call[TopicList]:
+    return Call("GET", "/v1/topics", _read_topics)
+
+
+def dead_letters(topic: str | None, limit: int, cursor: str | None) -> Call[TimerPage]:
+    params = _given(topic=topic, limit=limit, cursor=cursor)
+    return Call("GET", "/v1/deadletters", _read_page, params=params)
+
+
+def replay(topic: str, timer_id: str) -> Call[Timer]:
+    path = f"/v1/deadletters/{segment(topic)}/{segment(timer_id)}/replay"
+    return Call("POST", path, _read_timer)
+
+
+def spec(
+    topic: str,
+    *,
+    id: str | None = None,
+    deliver_at_ms: int | None = None,
+    delay_ms: int | None = None,
+    payload: str | bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> TimerSpec:
+    """A TimerSpec; a ``bytes`` payload goes as binary, a ``str`` one as text."""
+    binary = payload if isinstance(payload, bytes) else None
+    text = payload if isinstance(payload, str) else None
+    return TimerSpec(
+        topic=topic,
+        id=id,
+        deliver_at_ms=deliver_at_ms,
+        delay_ms=delay_ms,
+        payload=text,
+        payload_b64=binary,
+        headers=headers,
+    )

@@ -1,0 +1,40 @@
+"""Schemathesis hooks for the contract run (loaded with ``SCHEMATHESIS_HOOKS``).
+
+The document offers ``application/msgpack`` bodies beside JSON; schemathesis has no
+msgpack serializer of its own. Values are generated in their JSON shape, where binary
+``payload_b64`` is base64 text: in msgpack it travels as bin, so valid base64 is decoded
+first (invalid text stays text and the server rejects it, as it should).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+from typing import Any
+
+import msgspec
+import schemathesis
+
+
+def _as_msgpack_shape(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_as_msgpack_shape(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {key: _as_msgpack_shape(item) for key, item in value.items()}
+    text = out.get("payload_b64")
+    if isinstance(text, str):
+        with contextlib.suppress(binascii.Error, ValueError):
+            out["payload_b64"] = base64.b64decode(text, validate=True)
+    return out
+
+
+@schemathesis.serializer("application/msgpack")
+def msgpack_body(ctx: Any, value: Any) -> bytes:
+    try:
+        return msgspec.msgpack.encode(_as_msgpack_shape(value))
+    except (OverflowError, TypeError, msgspec.EncodeError):
+        # an integer beyond 64 bits has no msgpack form: send it as the JSON text it is
+        # (a body the server must reject as malformed msgpack with a 422)
+        return msgspec.json.encode(value)
