@@ -228,7 +228,7 @@ RouteRequest = Route
 class GroupCommit(msgspec.Struct, forbid_unknown_fields=True):
     """The next offset the group will read; ``force`` allows moving it back."""
 
-    offset: int
+    offset: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)]
     force: bool = False
 
 

@@ -331,13 +331,19 @@ class TimerService:
         return self._routes
 
     async def get_route(self, topic: str) -> Route:
-        return self.routes.get(topic)
+        """The topic's route; NotFoundError when none is set (its timers go to the log)."""
+        route = self.routes.explicit(topic)
+        if route is None:
+            raise NotFoundError(f"no route is set for {topic}: its timers go to the embedded log")
+        return route
 
     async def put_route(self, topic: str, route: Route) -> Route:
         checked = check_route(route, self.settings.sinks)
         return await self._call(self.routes.put, topic, checked, self.clock.now_ms())
 
     async def delete_route(self, topic: str) -> Route:
+        """Return the topic to the embedded log; NotFoundError when no route was set."""
+        await self.get_route(topic)
         return await self._call(self.routes.delete, topic, self.clock.now_ms())
 
     # ----------------------------------------------------------------- dead letters

@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from api.bodies import BodyDecoder, media_kind, read_body
 from api.docs import request_body, responses
+from api.params import GroupPath, TopicPath
 from api.responses import MsgspecJSONResponse
 from api.routes.deps import service_of, settings_of
 from api.schemas import GroupCommit, GroupList
@@ -29,7 +30,7 @@ commit_decoder = BodyDecoder(GroupCommit)
     openapi_extra=request_body("GroupCommit", {"offset": 42}),
     responses=responses({200: ("the committed offset and lag", "GroupOffset")}, 409, 413, 415),
 )
-async def commit(request: Request, topic: str, group: str) -> Response:
+async def commit(request: Request, topic: TopicPath, group: GroupPath) -> Response:
     body = await read_body(request, settings_of(request).limits.max_body_bytes)
     req = commit_decoder.decode(media_kind(request, ["json"]), body)
     done = await service_of(request).commit_group(topic, group, req.offset, req.force)
@@ -42,6 +43,6 @@ async def commit(request: Request, topic: str, group: str) -> Response:
     response_class=MsgspecJSONResponse,
     responses=responses({200: ("groups", "GroupList")}),
 )
-async def list_groups(request: Request, topic: str) -> Response:
+async def list_groups(request: Request, topic: TopicPath) -> Response:
     log_end, groups = await service_of(request).list_groups(topic)
     return MsgspecJSONResponse(GroupList(topic, log_end, groups))

@@ -61,9 +61,7 @@ async def read_messages(
     if wait_ms > top:
         raise InvalidInputError(f"wait_ms must be at most {top}", field="wait_ms")
     service, size = service_of(request), page_limit(request, limit)
-    if group is not None and offset is not None:
-        raise InvalidInputError("give either offset or group, not both", field="group")
-    if group is not None:
+    if group is not None and offset is None:
         got = await service.read_group(topic, group, size, wait_ms)
     else:
         got = await service.read_messages(topic, offset or 0, size, wait_ms)

@@ -76,9 +76,12 @@ def test_bad_commits_are_422_naming_the_field(fake_api, url, body, field):
     assert fake_api.client.get("/v1/topics/t/groups").json()["groups"] == []
 
 
-def test_offset_and_group_together_is_422(fake_api):
-    r = fake_api.client.get("/v1/topics/t/messages", params={"offset": 0, "group": "g"})
-    assert r.status_code == 422 and r.json()["error"]["field"] == "group"
+def test_an_offset_given_with_a_group_wins_and_a_bad_group_is_422(fake_api):
+    alone = fake_api.client.get("/v1/topics/t/messages", params={"offset": 5})
+    both = fake_api.client.get("/v1/topics/t/messages", params={"offset": 5, "group": "g"})
+    group = fake_api.client.get("/v1/topics/t/messages", params={"group": "g"})
+    assert both.status_code == 200 and both.json() == alone.json()
+    assert group.json()["next_offset"] != alone.json()["next_offset"]
     r = fake_api.client.get("/v1/topics/t/messages", params={"group": "no way"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "group"
 

@@ -19,10 +19,13 @@ WEBHOOK = {
 REDIS = {"sink": "redis_stream", "url": "redis://127.0.0.1:6390/0", "stream": "due", "maxlen": 50}
 
 
-def test_default_route_is_the_log(fake_api):
-    r = fake_api.client.get("/v1/topics/orders/route")
-    assert r.status_code == 200
-    assert r.json() == {"topic": "orders", "sink": "log"}
+def test_a_topic_without_a_route_is_a_404_that_names_the_log(fake_api):
+    for r in (
+        fake_api.client.get("/v1/topics/orders/route"),
+        fake_api.client.delete("/v1/topics/orders/route"),
+    ):
+        assert r.status_code == 404
+        assert "embedded log" in r.json()["error"]["message"]
 
 
 def test_put_get_delete_webhook_never_echoes_the_secret(fake_api):
@@ -38,7 +41,7 @@ def test_put_get_delete_webhook_never_echoes_the_secret(fake_api):
     got = c.get("/v1/topics/orders/route")
     assert got.json() == body and "s3cr3t-value" not in got.text
     assert c.delete("/v1/topics/orders/route").json() == {"topic": "orders", "sink": "log"}
-    assert c.get("/v1/topics/orders/route").json()["sink"] == "log"
+    assert c.get("/v1/topics/orders/route").status_code == 404  # back to the log
 
 
 def test_redis_route_gets_defaults(fake_api):
@@ -56,6 +59,9 @@ BAD_ROUTES = [
     ({**REDIS, "url": "http://127.0.0.1:6379"}, "url"),
     ({**REDIS, "url": "redis://127.0.0.1:6379/not-a-db"}, "url"),
     ({**WEBHOOK, "url": "http://127.0.0.1:99999/x"}, "url"),
+    ({**WEBHOOK, "url": "http://127.0.0.1:65536/x"}, "url"),
+    ({**WEBHOOK, "url": "http://127.0.0.1/x\n"}, "url"),
+    ({**WEBHOOK, "url": "http://127.0.0.1/a b"}, "url"),
     ({k: v for k, v in WEBHOOK.items() if k != "url"}, "url"),
     ({**WEBHOOK, "timeout_ms": 0}, "timeout_ms"),
     ({**WEBHOOK, "timeout_ms": 60_001}, "timeout_ms"),
@@ -126,7 +132,7 @@ def test_routes_survive_sigkill(tmp_path, store):
         url = server.start()
         assert httpx.get(url + "/v1/topics/a/route").json()["url"] == WEBHOOK["url"]
         assert httpx.get(url + "/v1/topics/b/route").json()["stream"] == "due"
-        assert httpx.get(url + "/v1/topics/c/route").json()["sink"] == "log"
+        assert httpx.get(url + "/v1/topics/c/route").status_code == 404  # the log again
     finally:
         server.kill()
 
