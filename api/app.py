@@ -15,7 +15,17 @@ from fastapi import Depends, FastAPI
 from api.auth import admin_guard, guard, metrics_guard
 from api.docs import install_docs
 from api.errors import install_error_handlers
-from api.routes import admin, deadletters, health, metrics, stats, timers, topics
+from api.routes import (
+    admin,
+    deadletters,
+    groups,
+    health,
+    metrics,
+    stats,
+    timers,
+    topic_routes,
+    topics,
+)
 from api.ui import install_ui
 from app.clock import Clock
 from app.config import Settings
@@ -69,9 +79,10 @@ def create_app(
     app.state.settings = settings
     install_error_handlers(app)
     app.include_router(health.router)
-    for module in (timers, topics, stats, deadletters):
+    for module in (timers, topics, groups, stats, deadletters):
         app.include_router(module.router, dependencies=[Depends(guard)])
-    app.include_router(admin.router, dependencies=[Depends(admin_guard)])
+    for module in (admin, topic_routes):  # routes hold webhook URLs and secrets
+        app.include_router(module.router, dependencies=[Depends(admin_guard)])
     app.include_router(metrics.router, dependencies=[Depends(metrics_guard)])
     install_docs(app)
     install_ui(app)

@@ -48,6 +48,7 @@ DOMAIN_STATUS: tuple[tuple[type[TimerStoreError], int, dict[str, str] | None], .
 )
 _AT_PATH = re.compile(r" - at `\$\.?(.*)`$")
 _UNKNOWN = re.compile(r"Object contains unknown field `(.*)`")
+_MISSING = re.compile(r"Object missing required field `(.*)`")
 
 
 def error_response(
@@ -87,8 +88,8 @@ def invalid_from_msgspec(exc: msgspec.ValidationError, prefix: str = "") -> Inva
     match = _AT_PATH.search(text)
     path = match.group(1) if match else ""
     rule = text[: match.start()] if match else text
-    unknown = _UNKNOWN.fullmatch(rule)
-    if unknown:  # name the unknown field itself, not the object holding it
+    unknown = _UNKNOWN.fullmatch(rule) or _MISSING.fullmatch(rule)
+    if unknown:  # name the unknown (or missing) field itself, not the object holding it
         path = ".".join(part for part in (path, unknown.group(1)) if part)
     field = ".".join(part for part in (prefix, path) if part) or "body"
     return InvalidInputError(f"{field}: {rule}", field=field)

@@ -27,6 +27,7 @@ TopicPath = Annotated[str, Path(**_NAME, description=f"the topic: {NAME_DESCRIPT
 TimerIdPath = Annotated[
     str, Path(alias="id", **_NAME, description=f"the timer's id: {NAME_DESCRIPTION}")
 ]
+GroupPath = Annotated[str, Path(**_NAME, description=f"the consumer group: {NAME_DESCRIPTION}")]
 TopicFilter = Annotated[
     str | None, Query(**_NAME, description=f"only this topic ({NAME_DESCRIPTION})")
 ]
@@ -47,6 +48,19 @@ Cursor = Annotated[
     ),
 ]
 Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="first offset to read")]
+OptionalOffset = Annotated[
+    int | None,
+    Query(
+        ge=0,
+        le=MAX_OFFSET,
+        description="first offset to read (default 0, or the group's offset)",
+    ),
+]
+GroupFilter = Annotated[
+    str | None,
+    Query(**_NAME, description=f"read from this consumer group's committed offset "
+          f"({NAME_DESCRIPTION}; an offset given as well wins)"),
+]  # fmt: skip
 WaitMs = Annotated[
     int,
     Query(ge=0, description="long-poll: wait up to this long for a first message "

@@ -12,6 +12,8 @@ from typing import Annotated, Any, TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from app.groups import GroupOffset
+from app.routing import Route
 from app.stats import ServiceStats
 from app.timer_requests import MAX_TIME_MS
 from storage.names import NAME_MAX_BYTES, NAME_PATTERN
@@ -118,6 +120,7 @@ class Timer(msgspec.Struct):
     delivered_at_ms: int | UnsetType = UNSET
     offset: int | UnsetType = UNSET
     last_error: str | UnsetType = UNSET
+    sink: str | UnsetType = UNSET  # the sink that took it (delivered)
 
 
 class ScheduledTimer(msgspec.Struct):
@@ -199,6 +202,42 @@ class ErrorBody(msgspec.Struct):
     error: ErrorDetail
 
 
+class RouteView(msgspec.Struct, omit_defaults=True):
+    """A topic's route as answered: the secret is never echoed, only whether one is set."""
+
+    topic: str
+    sink: str
+    url: str | None = None
+    timeout_ms: int | None = None
+    max_attempts: int | None = None
+    stream: str | None = None
+    maxlen: int | None = None
+    secret_set: bool | None = None
+
+
+def route_view(topic: str, r: Route) -> RouteView:
+    secret_set = True if r.secret else None
+    return RouteView(
+        topic, r.sink, r.url, r.timeout_ms, r.max_attempts, r.stream, r.maxlen, secret_set
+    )
+
+
+RouteRequest = Route
+
+
+class GroupCommit(msgspec.Struct, forbid_unknown_fields=True):
+    """The next offset the group will read; ``force`` allows moving it back."""
+
+    offset: Annotated[int, msgspec.Meta(ge=0, le=MAX_OFFSET)]
+    force: bool = False
+
+
+class GroupList(msgspec.Struct):
+    topic: str
+    log_end_offset: int
+    groups: list[GroupOffset]
+
+
 Stats = ServiceStats
 
 # Every type the OpenAPI document shows (their nested types come along).
@@ -217,6 +256,10 @@ DOC_TYPES: tuple[Any, ...] = (
     IngestReport,
     Replayed,
     Purged,
+    RouteRequest,
+    RouteView,
+    GroupCommit,
+    GroupList,
 )
 
 TIMER_EXAMPLE = {
@@ -269,6 +312,7 @@ def timer_from_view(v: TimerView) -> Timer:
         given(v.delivered_at_ms),
         given(v.offset),
         given(v.last_error),
+        given(v.sink),
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import msgspec
 
 from app.engine import EngineSettings
+from app.routing import SinkSettings
 from app.timer_requests import RequestLimits
 from storage.errors import ConfigError
 from storage.rocks import RocksSettings
@@ -62,6 +63,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     engine: EngineSettings = msgspec.field(default_factory=EngineSettings)
     limits: RequestLimits = msgspec.field(default_factory=RequestLimits)
     housekeeping: HousekeepingSettings = msgspec.field(default_factory=HousekeepingSettings)
+    sinks: SinkSettings = msgspec.field(default_factory=SinkSettings)
     rocks: RocksSettings = msgspec.field(default_factory=_rocks_defaults)
     wheel: WheelSettings = msgspec.field(default_factory=_wheel_defaults)
 
@@ -73,6 +75,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         _require_positive("engine", self.engine)
         _require_positive("limits", self.limits)
         _require_positive("housekeeping", self.housekeeping)
+        _require_positive("sinks", self.sinks)
         for name in ("block_cache_bytes", "write_buffer_bytes", "write_buffer_total_bytes"):
             if getattr(self.rocks, name) < 1:
                 raise ConfigError(f"rocks.{name} must be at least 1", field=f"rocks.{name}")

@@ -27,8 +27,13 @@ from app import stats as stats_mod
 from app.clock import Clock, SystemClock
 from app.config import Settings
 from app.engine import Engine
-from app.engine.sinks import Sink
+from app.engine.redis_sink import REDIS_SINK, RedisStreamSender
+from app.engine.routing_sink import RoutingSink, SenderFactory
+from app.engine.sinks import SettlingSink, Sink
+from app.engine.webhook_sink import WEBHOOK_SINK, WebhookSender
+from app.groups import GroupOffset, GroupOffsets
 from app.notify import TopicNotifier
+from app.routing import Route, RouteTable, check_route
 from app.stats import ServiceStats
 from app.stores import open_store, store_format
 from app.telemetry import Telemetry
@@ -73,7 +78,7 @@ class TimerService:
         clock: Clock | None = None,
         *,
         store_opener: Callable[[Settings], TimerStore] = open_store,
-        sink: Sink | None = None,
+        sink: Sink | SettlingSink | None = None,
         run_engine: bool = True,
     ) -> None:
         self.settings = settings
@@ -85,6 +90,8 @@ class TimerService:
         self._sink = sink
         self._run_engine = run_engine
         self._store: TimerStore | None = None
+        self._routes: RouteTable | None = None
+        self._groups: GroupOffsets | None = None
         self.engine: Engine | None = None
         self.accepting = False
         self._active = 0  # store calls running in worker threads
@@ -112,11 +119,13 @@ class TimerService:
         self._idle = asyncio.Event()
         self._idle.set()
         self._store = await anyio.to_thread.run_sync(self._store_opener, self.settings)
+        self._routes = RouteTable(self._store.control)
+        self._groups = GroupOffsets(self._store.control)
         self.engine = Engine(
             self._store,
             self.clock,
             self.settings.engine,
-            sink=self._sink,
+            sink=self._sink or self._routing_sink(self._routes),
             on_delivered=self.notifier.notify_threadsafe,
             telemetry=self.telemetry,
         )
@@ -147,6 +156,13 @@ class TimerService:
             },
         )
         log.info("service started", extra={"event": "started", "engine": self._run_engine})
+
+    def _routing_sink(self, routes: RouteTable) -> RoutingSink:
+        senders: dict[str, SenderFactory] = {
+            WEBHOOK_SINK: WebhookSender,
+            REDIS_SINK: RedisStreamSender,
+        }
+        return RoutingSink(routes, self.settings.sinks, self.clock, senders)
 
     def begin_shutdown(self) -> None:
         """Refuse new work from now on and end long-polls (safe from a signal handler)."""
@@ -276,6 +292,59 @@ class TimerService:
                 break
         next_offset = messages[-1].offset + 1 if messages else offset
         return Messages(messages, next_offset)
+
+    # ----------------------------------------------------------------- consumer groups
+    @property
+    def groups(self) -> GroupOffsets:
+        if self._groups is None:
+            raise StoreClosedError("the store is not open")
+        return self._groups
+
+    def _log_end(self, topic: str) -> int:
+        return next((i.log_end_offset for i in self.store.topics() if i.topic == topic), 0)
+
+    async def read_group(self, topic: str, group: str, limit: int, wait_ms: int) -> Messages:
+        """Messages from ``group``'s committed offset (0 for a new group)."""
+        offset = await self._call(self.groups.committed, topic, group)
+        return await self.read_messages(topic, offset, limit, wait_ms)
+
+    async def commit_group(self, topic: str, group: str, offset: int, force: bool) -> GroupOffset:
+        def commit() -> GroupOffset:
+            return self.groups.commit(topic, group, offset, self._log_end(topic), force=force)
+
+        return await self._call(commit)
+
+    async def list_groups(self, topic: str) -> tuple[int, list[GroupOffset]]:
+        """The topic's log end offset and its groups (lag is exact at that log end)."""
+
+        def read() -> tuple[int, list[GroupOffset]]:
+            log_end = self._log_end(topic)
+            return log_end, self.groups.groups(topic, log_end)
+
+        return await self._call(read)
+
+    # ----------------------------------------------------------------- routes
+    @property
+    def routes(self) -> RouteTable:
+        if self._routes is None:
+            raise StoreClosedError("the store is not open")
+        return self._routes
+
+    async def get_route(self, topic: str) -> Route:
+        """The topic's route; NotFoundError when none is set (its timers go to the log)."""
+        route = self.routes.explicit(topic)
+        if route is None:
+            raise NotFoundError(f"no route is set for {topic}: its timers go to the embedded log")
+        return route
+
+    async def put_route(self, topic: str, route: Route) -> Route:
+        checked = check_route(route, self.settings.sinks)
+        return await self._call(self.routes.put, topic, checked, self.clock.now_ms())
+
+    async def delete_route(self, topic: str) -> Route:
+        """Return the topic to the embedded log; NotFoundError when no route was set."""
+        await self.get_route(topic)
+        return await self._call(self.routes.delete, topic, self.clock.now_ms())
 
     # ----------------------------------------------------------------- dead letters
     async def dead_letters(self, *, topic: str | None, limit: int, cursor: str | None) -> TimerPage:

@@ -48,6 +48,7 @@ class ServiceStats(msgspec.Struct, frozen=True):
     watermark_ms: int
     pending_by_topic: dict[str, int]
     due_buckets: DueBuckets
+    delivered_by_sink: dict[str, int] = {}  # log, webhook, redis_stream
 
 
 def due_buckets(store: TimerStore, now_ms: int, pending: int, cap: int) -> DueBuckets:
@@ -81,4 +82,5 @@ def collect(store: TimerStore, engine: Engine | None, now_ms: int, cap: int) -> 
         watermark_ms=s.watermark_ms,
         pending_by_topic=s.pending_by_topic,
         due_buckets=due_buckets(store, now_ms, s.pending, cap),
+        delivered_by_sink=s.delivered_by_sink,
     )

@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
+from storage.control import ControlStore
 from storage.records import TimerRecord
 
 LOG_SINK = "log"
@@ -161,6 +162,11 @@ class TimerStore(Protocol):
 
     name: str
 
+    @property
+    def control(self) -> ControlStore:
+        """Durable control data: topic routes and consumer-group offsets."""
+        ...
+
     def schedule(self, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
         """Store timers; an existing pending (topic, id) is replaced (reschedule).
 
@@ -196,7 +202,12 @@ class TimerStore(Protocol):
         """
         ...
 
-    def retry_later(self, timers: Sequence[DueTimer], retry_at_ms: int, error: str) -> None: ...
+    def retry_later(
+        self, timers: Sequence[DueTimer], retry_at_ms: int, error: str, *, attempt: bool = True
+    ) -> None:
+        """Move timers to ``retry_at_ms`` durably; ``attempt`` False keeps the attempt count
+        (a deferral of timers that were never attempted, like a saturated route's)."""
+        ...
 
     def dead_letter(self, timers: Sequence[DueTimer], now_ms: int, error: str) -> None: ...
 

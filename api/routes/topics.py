@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from api.docs import responses
-from api.params import Offset, PageLimit, TopicPath, WaitMs
+from api.params import GroupFilter, OptionalOffset, PageLimit, TopicPath, WaitMs
 from api.responses import MsgspecJSONResponse
 from api.routes.deps import page_limit, service_of, settings_of
 from api.schemas import MessageList, Topic, TopicList, message_from_log
@@ -52,15 +52,18 @@ async def list_topics(request: Request) -> Response:
 async def read_messages(
     request: Request,
     topic: TopicPath,
-    offset: Offset = 0,
+    offset: OptionalOffset = None,
+    group: GroupFilter = None,
     limit: PageLimit = 100,
     wait_ms: WaitMs = 0,
 ) -> Response:
     top = settings_of(request).limits.max_wait_ms
     if wait_ms > top:
         raise InvalidInputError(f"wait_ms must be at most {top}", field="wait_ms")
-    got = await service_of(request).read_messages(
-        topic, offset, page_limit(request, limit), wait_ms
-    )
+    service, size = service_of(request), page_limit(request, limit)
+    if group is not None and offset is None:
+        got = await service.read_group(topic, group, size, wait_ms)
+    else:
+        got = await service.read_messages(topic, offset or 0, size, wait_ms)
     messages = [message_from_log(m) for m in got.messages]
     return MsgspecJSONResponse(MessageList(messages, got.next_offset))

@@ -4,6 +4,10 @@ On success one store commit removes the batch (and, for the embedded sink, appen
 to the topic log in the same WriteBatch). On failure each timer is moved to
 ``now + backoff(attempts)`` in the store, durably, with its attempt count raised; after
 ``max_attempts`` it goes to the dead-letter family instead.
+
+A settling sink (the routing sink of external routes) answers per timer and later: the
+dispatcher hands it a batch without waiting, and each ``run_once`` first commits what
+has settled since (delivered, failed, deferred), so a slow endpoint never holds it up.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from app.clock import Clock
 from app.engine.delivery_queue import Batch, DeliveryQueue
-from app.engine.sinks import Sink
+from app.engine.sinks import Outcome, Settled, SettlingSink, Sink
 from app.engine.stage import StageThread
 from app.metrics import LatenessWindow
 from app.telemetry import Telemetry
@@ -37,7 +42,7 @@ class Dispatcher(StageThread):
         self,
         store: TimerStore,
         queue: DeliveryQueue,
-        sink: Sink,
+        sink: Sink | SettlingSink,
         clock: Clock,
         *,
         max_attempts: int = 5,
@@ -51,6 +56,7 @@ class Dispatcher(StageThread):
         self.store = store
         self.queue = queue
         self.sink = sink
+        self._settling = sink if isinstance(sink, SettlingSink) else None
         self.max_attempts = max_attempts
         self.backoff_base_ms = backoff_base_ms
         self.backoff_max_ms = backoff_max_ms
@@ -62,6 +68,8 @@ class Dispatcher(StageThread):
 
     def run_once(self, now_ms: int | None = None, timeout_s: float = 0.0) -> int:
         """Deliver one queued batch; return how many timers it held (0 when none)."""
+        if self._settling is not None:
+            self.settle(self._settling.collect(), now_ms)
         batch = self.queue.get(timeout_s)
         if batch is None:
             return 0
@@ -70,31 +78,54 @@ class Dispatcher(StageThread):
 
     def deliver(self, batch: Batch, now_ms: int | None = None) -> None:
         started = time.perf_counter()
+        if self._settling is not None:
+            self.settle(self._settling.submit(batch), now_ms)
+            return
+        sink = cast(Sink, self.sink)
         try:
-            self.sink.deliver(batch)
+            sink.deliver(batch)
         except Exception as exc:  # any sink failure is a failed delivery attempt
             self.failed_batches += 1
             log.warning(
                 "sink %s failed for %d timers (first %s/%s): %s",
-                self.sink.name,
+                sink.name,
                 len(batch),
                 batch[0].topic,
                 batch[0].id,
                 exc,
                 extra={
                     "event": "delivery_failed",
-                    "sink": self.sink.name,
+                    "sink": sink.name,
                     "count": len(batch),
                     "topic": batch[0].topic,
                     "timer_id": batch[0].id,
                     "topics": sorted({t.topic for t in batch}),
                 },
             )
-            self._fail(batch, self._now(now_ms), f"{type(exc).__name__}: {exc}")
+            error = f"{type(exc).__name__}: {exc}"
+            self._fail(batch, self._now(now_ms), error, self.max_attempts, sink.name)
             return
-        delivered_ms = self._now(now_ms)
+        self._commit(batch, self._now(now_ms), sink.name, started)
+
+    def settle(self, items: Sequence[Settled], now_ms: int | None = None) -> None:
+        """Record what a settling sink answered: commit, back off, defer or release."""
+        for item in items:
+            started, timers, now = time.perf_counter(), item.timers, self._now(now_ms)
+            if item.outcome is Outcome.DELIVERED:
+                self._commit(timers, now, item.sink, started)
+            elif item.outcome is Outcome.FAILED:
+                attempts = item.max_attempts or self.max_attempts
+                self._fail(timers, now, item.error, attempts, item.sink)
+            elif item.outcome is Outcome.DEFERRED:
+                self.store.retry_later(timers, now + item.defer_ms, item.error, attempt=False)
+            else:
+                self.store.release(timers)
+
+    def _commit(
+        self, batch: Sequence[DueTimer], delivered_ms: int, sink: str, started: float
+    ) -> None:
         try:
-            self.store.commit_delivered(batch, delivered_ms, sink=self.sink.name)
+            self.store.commit_delivered(batch, delivered_ms, sink=sink)
         except Exception:
             _log_commit_failed(batch)
             self.store.release(batch)  # never strand timers in flight
@@ -107,19 +138,21 @@ class Dispatcher(StageThread):
         self.lateness.record(lateness_ms)
         if self.telemetry is not None:
             seconds = time.perf_counter() - started
-            self.telemetry.committed(batch, self.sink.name, seconds, lateness_ms)
+            self.telemetry.committed(batch, sink, seconds, lateness_ms)
         if self.on_delivered is not None:
             self.on_delivered({t.topic for t in batch})
 
     def _now(self, now_ms: int | None) -> int:
         return self.clock.now_ms() if now_ms is None else now_ms
 
-    def _fail(self, batch: Sequence[DueTimer], now_ms: int, error: str) -> None:
+    def _fail(
+        self, batch: Sequence[DueTimer], now_ms: int, error: str, max_attempts: int, sink: str
+    ) -> None:
         retry: dict[int, list[DueTimer]] = defaultdict(list)
         dead = []
         for timer in batch:
             attempt = timer.record.attempts + 1
-            if attempt >= self.max_attempts:
+            if attempt >= max_attempts:
                 dead.append(timer)
             else:
                 retry[attempt].append(timer)
@@ -130,7 +163,7 @@ class Dispatcher(StageThread):
             self.store.dead_letter(dead, now_ms, error)
             _log_dead_letters(dead, error)
         if self.telemetry is not None:
-            self.telemetry.delivery_failed(self.sink.name, len(batch), len(dead))
+            self.telemetry.delivery_failed(sink, len(batch), len(dead))
 
     def step(self) -> bool:
         return self.run_once(timeout_s=0.05) > 0

@@ -15,7 +15,7 @@ from app.clock import Clock
 from app.engine.delivery_queue import DeliveryQueue
 from app.engine.dispatcher import Dispatcher
 from app.engine.scanner import Scanner
-from app.engine.sinks import Sink, TopicLogSink
+from app.engine.sinks import SettlingSink, Sink, TopicLogSink
 from app.metrics import LatenessWindow
 from app.telemetry import Telemetry
 from storage.protocol import TimerStore
@@ -40,7 +40,7 @@ class Engine:
         store: TimerStore,
         clock: Clock,
         settings: EngineSettings | None = None,
-        sink: Sink | None = None,
+        sink: Sink | SettlingSink | None = None,
         on_delivered: Callable[[set[str]], None] | None = None,
         telemetry: Telemetry | None = None,
     ) -> None:
@@ -58,7 +58,7 @@ class Engine:
             batch_size=s.scan_batch,
             telemetry=telemetry,
         )
-        self.sink = sink or TopicLogSink()
+        self.sink: Sink | SettlingSink = sink or TopicLogSink()
         self.dispatcher = Dispatcher(
             store,
             self.queue,
@@ -103,6 +103,8 @@ class Engine:
         self.dispatcher.stop()
         self.queue.stop()
         self.sink.stop()
+        if isinstance(self.sink, SettlingSink):  # what settled while stopping
+            self.dispatcher.settle(self.sink.collect())
         leftovers = self.queue.drain()
         for batch in leftovers:
             self.store.release(batch)

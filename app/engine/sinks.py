@@ -10,8 +10,10 @@ with the same (topic, id) for the consumer to drop duplicates.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from storage.protocol import LOG_SINK, DueTimer
 
@@ -28,6 +30,46 @@ class Sink(Protocol):
     def stop(self) -> None: ...
 
     def deliver(self, batch: Sequence[DueTimer]) -> None: ...
+
+
+class Outcome(enum.Enum):
+    DELIVERED = "delivered"  # commit as delivered by ``Settled.sink``
+    FAILED = "failed"  # an attempt failed: back-off, or dead letters after max_attempts
+    DEFERRED = "deferred"  # not attempted (route saturated): try again later, no attempt counted
+    RELEASED = "released"  # not attempted (sink stopping): back to pending
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What became of some timers a settling sink was handed."""
+
+    timers: Sequence[DueTimer]
+    outcome: Outcome
+    sink: str = LOG_SINK
+    error: str = ""
+    max_attempts: int | None = None  # the route's; None means the engine's
+    defer_ms: int = 0
+
+
+@runtime_checkable
+class SettlingSink(Protocol):
+    """A sink that settles timers one by one and later, not a batch at once and now.
+
+    ``submit`` hands over a batch without waiting for slow endpoints and answers what is
+    settled already (the embedded-log part, a saturated route's deferral); ``collect``
+    answers what has settled since the last call. Every timer submitted is answered
+    exactly once, by one or the other, until ``stop`` returns.
+    """
+
+    name: str
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def submit(self, batch: Sequence[DueTimer]) -> list[Settled]: ...
+
+    def collect(self) -> list[Settled]: ...
 
 
 class TopicLogSink:

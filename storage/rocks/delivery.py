@@ -121,8 +121,11 @@ def commit_delivered(
     return offsets
 
 
-def retry_later(core: RocksCore, timers: Sequence[DueTimer], retry_at_ms: int) -> None:
-    """Move each timer to ``retry_at_ms`` with its attempt count raised (durable back-off).
+def retry_later(
+    core: RocksCore, timers: Sequence[DueTimer], retry_at_ms: int, *, attempt: bool = True
+) -> None:
+    """Move each timer to ``retry_at_ms`` with its attempt count raised (durable back-off;
+    ``attempt`` False keeps the count: a deferral of timers never attempted).
 
     Clamped like a past-due schedule, so a retry can never land behind the scanner (or
     inside a scanned range that a delete_range will remove).
@@ -135,7 +138,8 @@ def retry_later(core: RocksCore, timers: Sequence[DueTimer], retry_at_ms: int) -
             topic_b, id_b = t.topic.encode(), t.id.encode()
             batch.delete(t.key, hd["timers"])
             key = layout.timer_key(key_ms, topic_b, id_b)
-            batch.put(key, _encode(_with_attempt(t.record)), hd["timers"])
+            record = _with_attempt(t.record) if attempt else t.record
+            batch.put(key, _encode(record), hd["timers"])
             batch.put(layout.ident_key(topic_b, id_b), layout.u64(key_ms), hd["ids"])
         core.write(batch)
         core.settle([t.key for t in timers])

@@ -28,6 +28,7 @@ from storage.protocol import (
 from storage.records import JournalEntry
 from storage.rocks import delivery, housekeeping, ingest, reads, writes
 from storage.rocks import keys as layout
+from storage.rocks.control import RocksControl
 from storage.rocks.core import RocksCore
 from storage.rocks.counters import SINK_TOTAL_PREFIX
 from storage.rocks.db import RocksHandles, RocksSettings, read_ticker
@@ -40,6 +41,7 @@ class RocksTimerStore:
     def __init__(self, settings: RocksSettings) -> None:
         self.settings = settings
         self._core = RocksCore(settings)
+        self._control = RocksControl(self._core)
 
     @property
     def handles(self) -> RocksHandles:
@@ -49,6 +51,11 @@ class RocksTimerStore:
     def core(self) -> RocksCore:
         """The shared core (for ``storage.rocks.control`` via ``core.control_parts()``)."""
         return self._core
+
+    @property
+    def control(self) -> RocksControl:
+        """Routes and consumer-group offsets, in the ``control`` column family."""
+        return self._control
 
     def ticker(self, name: str) -> int:
         """A RocksDB statistics ticker (needs ``RocksSettings.statistics``)."""
@@ -74,8 +81,10 @@ class RocksTimerStore:
     ) -> list[int]:
         return delivery.commit_delivered(self._core, timers, delivered_ms, sink)
 
-    def retry_later(self, timers: Sequence[DueTimer], retry_at_ms: int, error: str) -> None:
-        delivery.retry_later(self._core, timers, retry_at_ms)
+    def retry_later(
+        self, timers: Sequence[DueTimer], retry_at_ms: int, error: str, *, attempt: bool = True
+    ) -> None:
+        delivery.retry_later(self._core, timers, retry_at_ms, attempt=attempt)
 
     def dead_letter(self, timers: Sequence[DueTimer], now_ms: int, error: str) -> None:
         delivery.dead_letter(self._core, timers, now_ms, error)

@@ -15,6 +15,7 @@ import os
 
 import msgspec
 
+from storage.wheel.control import write_atomically
 from storage.wheel.counters import WheelCounters
 from storage.wheel.layout import DeadRec
 
@@ -50,17 +51,6 @@ def load(directory: str) -> Checkpoint:
 
 def save(directory: str, checkpoint: Checkpoint, counters: WheelCounters) -> None:
     data = _encode(checkpoint)
-    path = os.path.join(directory, FILE)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomically(directory, FILE, data)
     counters.bytes_written["checkpoint"] += len(data)
     counters.fsyncs["checkpoint"] += 2

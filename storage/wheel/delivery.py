@@ -190,10 +190,12 @@ def commit_delivered(
     return offsets
 
 
-def retry_later(c: WheelCore, timers: Sequence[DueTimer], retry_at_ms: int) -> None:
+def retry_later(
+    c: WheelCore, timers: Sequence[DueTimer], retry_at_ms: int, *, attempt: bool = True
+) -> None:
     records: list[Record] = []
     for t in timers:
-        record = msgspec.structs.replace(t.record, attempts=t.record.attempts + 1)
+        record = msgspec.structs.replace(t.record, attempts=t.record.attempts + int(attempt))
         key_ms = max(retry_at_ms, c.scan_ms)
         records.append(SchedRec(c.take_seq(), t.topic, t.id, key_ms, record, handle(t)[0]))
     where = c.append(records)

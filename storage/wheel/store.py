@@ -46,6 +46,7 @@ from storage.protocol import (
 )
 from storage.records import TimerRecord
 from storage.wheel import delivery, inspect
+from storage.wheel.control import FileControl
 from storage.wheel.core import WheelCore
 from storage.wheel.layout import (
     SINK_TOTAL_PREFIX,
@@ -66,6 +67,12 @@ class WheelTimerStore:
         self._core: WheelCore | None = WheelCore(settings)
         recover(self._core)
         self._lock = threading.Lock()
+        self._control = FileControl(settings.path)
+
+    @property
+    def control(self) -> FileControl:
+        """Routes and consumer-group offsets, in one fsynced file beside the logs."""
+        return self._control
 
     @property
     def core(self) -> WheelCore:
@@ -154,10 +161,13 @@ class WheelTimerStore:
         with self._lock:
             return delivery.commit_delivered(self.core, timers, delivered_ms, sink)
 
-    def retry_later(self, timers: Sequence[DueTimer], retry_at_ms: int, error: str) -> None:
-        """A new incarnation at ``retry_at_ms`` (attempts + 1) that finishes the old one."""
+    def retry_later(
+        self, timers: Sequence[DueTimer], retry_at_ms: int, error: str, *, attempt: bool = True
+    ) -> None:
+        """A new incarnation at ``retry_at_ms`` (attempts + 1 unless ``attempt`` is False)
+        that finishes the old one."""
         with self._lock:
-            delivery.retry_later(self.core, timers, retry_at_ms)
+            delivery.retry_later(self.core, timers, retry_at_ms, attempt=attempt)
 
     def dead_letter(self, timers: Sequence[DueTimer], now_ms: int, error: str) -> None:
         with self._lock:

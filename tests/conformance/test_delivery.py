@@ -137,3 +137,15 @@ def test_topics_and_log_offsets(store, clock):
     assert [m.offset for m in store.read_log("a", 1, 10)] == [1]
     stats = store.stats()
     assert (stats.delivered, stats.pending) == (3, 1)
+
+
+def test_a_deferral_moves_timers_later_without_counting_an_attempt(store):
+    store.schedule([NewTimer("orders", "d0", NOW), NewTimer("orders", "d1", NOW)], NOW)
+    due = store.due(ready_ms(store, NOW), 10)
+    deferred_ms = NOW + 10 * WHEEL_PRECISION_MS
+    store.retry_later(due[:1], deferred_ms, "route busy", attempt=False)
+    store.retry_later(due[1:], deferred_ms, "failed", attempt=True)
+    assert store.due(ready_ms(store, NOW), 10) == []  # nothing before the new time
+    again = {t.id: t for t in store.due(ready_ms(store, deferred_ms), 10)}
+    assert {i: t.record.attempts for i, t in again.items()} == {due[0].id: 0, due[1].id: 1}
+    assert all(t.key_ms >= deferred_ms for t in again.values())

@@ -1,0 +1,230 @@
+"""The routing sink: each topic's due timers go where the topic's route says.
+
+Timers routed to the embedded log settle at once (the store's commit is their delivery,
+exactly-once). Timers routed to a webhook or a Redis stream go to that route's *lane*:
+its own sender (a pooled client), its own bounded concurrency and its own cap on timers
+in flight. Lanes run on one asyncio loop in a thread of their own, so the dispatcher
+hands them work without waiting; what they settle (delivered, failed) is collected by
+the dispatcher on its next turn and committed there. A lane at its cap takes nothing
+more: its timers are deferred (rescheduled ``busy_retry_ms`` later, no attempt counted),
+so one dead endpoint can neither fill the delivery queue nor block other topics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import threading
+from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
+from typing import Protocol
+
+from app.clock import Clock
+from app.engine.sinks import Outcome, Settled
+from app.routing import Route, SinkSettings
+from storage.protocol import LOG_SINK, DueTimer
+
+log = logging.getLogger(__name__)
+
+
+class RouteLookup(Protocol):
+    def route_for(self, topic: str, key_ms: int) -> Route: ...
+
+    def live_routes(self) -> set[Route]: ...
+
+
+Report = Callable[[Settled], None]
+
+
+class RouteSender(Protocol):
+    """Delivers one route's timers (a webhook client, a Redis client); runs on the loop."""
+
+    async def send(
+        self, timers: Sequence[DueTimer], limit: asyncio.Semaphore, report: Report
+    ) -> None:
+        """Attempt every timer, at most ``limit`` requests at a time, and ``report`` each
+        outcome as soon as it is known (so a slow request does not hold up the others)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+SenderFactory = Callable[[Route, SinkSettings, Clock], RouteSender]
+
+
+class Lane:
+    """One route's sender, concurrency limit and in-flight count."""
+
+    def __init__(self, sender: RouteSender, settings: SinkSettings) -> None:
+        self.sender = sender
+        self.limit = asyncio.Semaphore(settings.concurrency)
+        self.cap = settings.max_in_flight
+        self.in_flight = 0
+        self._lock = threading.Lock()
+
+    def reserve(self, n: int) -> bool:
+        with self._lock:
+            if self.in_flight and self.in_flight + n > self.cap:
+                return False
+            self.in_flight += n
+            return True
+
+    def _free(self, n: int) -> None:
+        with self._lock:
+            self.in_flight -= n
+
+    async def run(self, timers: Sequence[DueTimer], out: deque[Settled]) -> None:
+        """Send ``timers``; every one is answered in ``out`` exactly once."""
+        done: set[bytes] = set()
+
+        def report(item: Settled) -> None:
+            done.update(t.key for t in item.timers)
+            self._free(len(item.timers))
+            out.append(item)
+
+        try:
+            await self.sender.send(timers, self.limit, report)
+        except asyncio.CancelledError:  # stopping: back to pending, delivered again later
+            report(Settled(_rest(timers, done), Outcome.RELEASED))
+        except Exception as exc:  # a sender bug must not strand timers in flight
+            log.exception("route sender failed")
+            error = f"{type(exc).__name__}: {exc}"
+            report(Settled(_rest(timers, done), Outcome.FAILED, error=error))
+        rest = _rest(timers, done)
+        if rest:  # a sender that forgot some: never strand them
+            report(Settled(rest, Outcome.RELEASED))
+
+
+def _rest(timers: Sequence[DueTimer], done: set[bytes]) -> list[DueTimer]:
+    return [t for t in timers if t.key not in done]
+
+
+class RoutingSink:
+    """A settling sink over the route table (see the module docstring)."""
+
+    name = "routing"
+
+    def __init__(
+        self,
+        routes: RouteLookup,
+        settings: SinkSettings,
+        clock: Clock,
+        senders: dict[str, SenderFactory],
+    ) -> None:
+        self._routes = routes
+        self._settings = settings
+        self._clock = clock
+        self._senders = senders
+        self._lanes: dict[Route, Lane] = {}
+        self._settled: deque[Settled] = deque()
+        self._running: set[Future[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._loop is not None:
+                return
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(
+                target=self._loop.run_forever, name="timerstore-sinks", daemon=True
+            )
+            self._thread.start()
+
+    def submit(self, batch: Sequence[DueTimer]) -> list[Settled]:
+        groups: dict[Route, list[DueTimer]] = defaultdict(list)
+        for t in batch:
+            groups[self._routes.route_for(t.topic, t.key_ms)].append(t)
+        settled: list[Settled] = []
+        for route, timers in groups.items():
+            if route.sink == LOG_SINK:
+                settled.append(Settled(timers, Outcome.DELIVERED, LOG_SINK))
+            elif (failure := self._try_dispatch(route, timers)) is not None:
+                settled.append(failure)
+        return settled
+
+    def _try_dispatch(self, route: Route, timers: list[DueTimer]) -> Settled | None:
+        """None when a lane took the timers, else what became of them."""
+        try:
+            taken = self._dispatch(route, timers)
+        except Exception as exc:  # the sink boundary: a client that cannot be built
+            log.exception("route %s could not take %d timers", route.sink, len(timers))
+            error = f"{type(exc).__name__}: {exc}"[:200]
+            return Settled(timers, Outcome.FAILED, route.sink, error, route.max_attempts)
+        if not taken:
+            busy = f"route {route.sink} busy: {self._settings.max_in_flight} in flight"
+            ms = self._settings.busy_retry_ms
+            return Settled(timers, Outcome.DEFERRED, route.sink, busy, defer_ms=ms)
+        return None
+
+    def _dispatch(self, route: Route, timers: list[DueTimer]) -> bool:
+        self.start()  # idempotent: a service whose engine never started still delivers
+        lane = self._lanes.get(route)
+        if lane is None:
+            self._prune()
+            sender = self._senders[route.sink](route, self._settings, self._clock)
+            lane = self._lanes[route] = Lane(sender, self._settings)
+        if not lane.reserve(len(timers)):
+            return False
+        assert self._loop is not None
+        future = asyncio.run_coroutine_threadsafe(lane.run(timers, self._settled), self._loop)
+        self._running.add(future)
+        future.add_done_callback(self._running.discard)
+        return True
+
+    def _prune(self) -> None:
+        """Close idle lanes of routes no timer can take any more (changed routes)."""
+        live = self._routes.live_routes()
+        for route, lane in list(self._lanes.items()):
+            if route not in live and lane.in_flight == 0:
+                del self._lanes[route]
+                assert self._loop is not None
+                asyncio.run_coroutine_threadsafe(lane.sender.close(), self._loop)
+
+    def lane_count(self) -> int:
+        """Routes with an open lane (a pooled client)."""
+        return len(self._lanes)
+
+    def collect(self) -> list[Settled]:
+        """What settled since the last call, like outcomes merged (one commit each)."""
+        merged: dict[tuple[object, ...], list[DueTimer]] = {}
+        first: dict[tuple[object, ...], Settled] = {}
+        while self._settled:
+            item = self._settled.popleft()
+            key = (item.outcome, item.sink, item.error, item.max_attempts, item.defer_ms)
+            first.setdefault(key, item)
+            merged.setdefault(key, []).extend(item.timers)
+        return [dataclasses.replace(first[key], timers=ts) for key, ts in merged.items()]
+
+    def in_flight(self) -> int:
+        return sum(lane.in_flight for lane in list(self._lanes.values()))
+
+    def stop(self) -> None:
+        """Let running sends finish for ``stop_wait_ms``, cancel the rest (released)."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        _, late = wait_futures(list(self._running), timeout=self._settings.stop_wait_ms / 1000)
+        senders = [lane.sender for lane in self._lanes.values()]
+        ending = asyncio.run_coroutine_threadsafe(_cancel_and_close(senders), loop)
+        wait_futures([ending], timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+        self._loop = self._thread = None
+        self._lanes.clear()
+        if late:
+            log.info("sinks stopped with %d sends unfinished (released)", len(late))
+
+
+async def _cancel_and_close(senders: list[RouteSender]) -> None:
+    """Cancel every running send (each releases its timers) and close the clients."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(*(sender.close() for sender in senders), return_exceptions=True)

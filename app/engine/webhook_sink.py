@@ -1,0 +1,101 @@
+"""The webhook sink: one signed ``POST`` per due timer to a route's URL.
+
+Body (JSON): ``topic``, ``id``, ``payload`` (text) or ``payload_b64`` (binary),
+``headers``, ``deliver_at_ms`` (the requested time), ``delivered_at_ms`` (when sent) and
+``attempt`` (1 for the first). Headers: ``Idempotency-Key: <topic>/<id>`` (the same on
+every attempt, for the receiver to drop duplicates: delivery is at-least-once) and
+``Timerstore-Signature: t=<epoch ms>,v1=<hex HMAC-SHA256 of the secret over
+"<t>.<raw body>">``. Any 2xx is success; any other status, a connection error or the
+route's timeout is a failed attempt (the dispatcher backs off, then dead-letters).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import msgspec
+
+from app.clock import Clock
+from app.engine.routing_sink import Report
+from app.engine.sinks import Outcome, Settled
+from app.routing import Route, SinkSettings
+from storage.protocol import DueTimer
+
+WEBHOOK_SINK = "webhook"
+SIGNATURE_HEADER = "Timerstore-Signature"
+_encode = msgspec.json.Encoder().encode
+
+
+def webhook_body(t: DueTimer, delivered_at_ms: int) -> bytes:
+    r = t.record
+    body: dict[str, Any] = {"topic": t.topic, "id": t.id}
+    if r.binary:
+        body["payload_b64"] = base64.b64encode(r.payload).decode()
+    else:
+        body["payload"] = r.payload.decode()
+    body["headers"] = r.headers
+    body["deliver_at_ms"] = r.requested_deliver_at_ms
+    body["delivered_at_ms"] = delivered_at_ms
+    body["attempt"] = r.attempts + 1
+    return _encode(body)
+
+
+def sign(secret: str, t_ms: int, body: bytes) -> str:
+    """The ``Timerstore-Signature`` value for ``body`` sent at ``t_ms``."""
+    mac = hmac.new(secret.encode(), f"{t_ms}.".encode() + body, hashlib.sha256)
+    return f"t={t_ms},v1={mac.hexdigest()}"
+
+
+class WebhookSender:
+    """One route's pooled async HTTP client (at most ``concurrency`` connections)."""
+
+    def __init__(self, route: Route, settings: SinkSettings, clock: Clock) -> None:
+        assert route.url is not None and route.secret is not None
+        self._url = route.url
+        self._secret = route.secret
+        self._max_attempts = route.max_attempts
+        self._clock = clock
+        timeout = (route.timeout_ms or settings.default_timeout_ms) / 1000
+        limits = httpx.Limits(max_connections=settings.concurrency)
+        self._client = httpx.AsyncClient(timeout=timeout, limits=limits)
+
+    async def send(
+        self, timers: Sequence[DueTimer], limit: asyncio.Semaphore, report: Report
+    ) -> None:
+        async def one(t: DueTimer) -> None:
+            async with limit:
+                error = await self._post(t)
+            if error is None:
+                report(Settled([t], Outcome.DELIVERED, WEBHOOK_SINK))
+            else:
+                report(Settled([t], Outcome.FAILED, WEBHOOK_SINK, error, self._max_attempts))
+
+        await asyncio.gather(*(one(t) for t in timers))
+
+    async def _post(self, t: DueTimer) -> str | None:
+        """None on a 2xx, else the failure (status, timeout or connection error)."""
+        now_ms = self._clock.now_ms()
+        body = webhook_body(t, now_ms)
+        headers = {
+            "Content-Type": "application/json",
+            "Idempotency-Key": f"{t.topic}/{t.id}",
+            SIGNATURE_HEADER: sign(self._secret, now_ms, body),
+        }
+        try:
+            response = await self._client.post(self._url, content=body, headers=headers)
+        except httpx.TimeoutException:
+            return "webhook timed out"
+        except httpx.HTTPError as exc:
+            return f"webhook {type(exc).__name__}: {exc}"[:200]
+        if 200 <= response.status_code < 300:
+            return None
+        return f"webhook answered {response.status_code}"
+
+    async def close(self) -> None:
+        await self._client.aclose()
