@@ -20,6 +20,8 @@ from client.models import (
     BatchScheduled,
     Cancelled,
     CancelOutcome,
+    GroupList,
+    GroupOffset,
     MessagePage,
     Scheduled,
     Timer,
@@ -29,7 +31,6 @@ from client.models import (
 )
 
 T = TypeVar("T")
-MSGPACK = {"Content-Type": "application/msgpack"}
 _ENCODER = msgspec.msgpack.Encoder()
 
 
@@ -43,10 +44,11 @@ class Call(Generic[T]):
     params: dict[str, Any] = field(default_factory=dict)
     body: bytes | None = None
     wait_ms: int = 0  # a long-poll: the read timeout must outlast it
+    content_type: str = "application/msgpack"  # of ``body``
 
     @property
     def headers(self) -> dict[str, str]:
-        return MSGPACK if self.body is not None else {}
+        return {"Content-Type": self.content_type} if self.body is not None else {}
 
 
 def http_options(api_key: str | None, timeout_s: float) -> dict[str, Any]:
@@ -91,6 +93,8 @@ _read_batch = _reader(BatchScheduled, 200)
 _read_page = _reader(TimerPage, 200)
 _read_messages = _reader(MessagePage, 200)
 _read_topics = _reader(TopicList, 200)
+_read_group = _reader(GroupOffset, 200)
+_read_groups = _reader(GroupList, 200)
 
 
 def _read_scheduled(status: int, body: bytes) -> Scheduled:
@@ -132,10 +136,22 @@ def list_pending(
     return Call("GET", "/v1/timers", _read_page, params=params)
 
 
-def consume(topic: str, offset: int, limit: int, wait_ms: int) -> Call[MessagePage]:
+def consume(
+    topic: str, offset: int | None, group: str | None, limit: int, wait_ms: int
+) -> Call[MessagePage]:
     path = f"/v1/topics/{segment(topic)}/messages"
-    params = {"offset": offset, "limit": limit, "wait_ms": wait_ms}
+    params = _given(offset=offset, group=group, limit=limit, wait_ms=wait_ms)
     return Call("GET", path, _read_messages, params=params, wait_ms=wait_ms)
+
+
+def commit(topic: str, group: str, offset: int, force: bool) -> Call[GroupOffset]:
+    path = f"/v1/topics/{segment(topic)}/groups/{segment(group)}/commit"
+    body = msgspec.json.encode({"offset": offset, "force": force})
+    return Call("POST", path, _read_group, body=body, content_type="application/json")
+
+
+def groups(topic: str) -> Call[GroupList]:
+    return Call("GET", f"/v1/topics/{segment(topic)}/groups", _read_groups)
 
 
 def topics() -> Call[TopicList]:

@@ -88,6 +88,20 @@ class MessagePage(msgspec.Struct):
     next_offset: int
 
 
+class GroupOffset(msgspec.Struct):
+    """A consumer group's committed offset (the next it reads) and its lag behind the log end."""
+
+    group: str
+    committed_offset: int
+    lag: int
+
+
+class GroupList(msgspec.Struct):
+    topic: str
+    log_end_offset: int
+    groups: list[GroupOffset]
+
+
 class Topic(msgspec.Struct):
     topic: str
     pending: int

@@ -13,6 +13,8 @@ from client.calls import Call, http_options, timeout_of
 from client.models import (
     BatchScheduled,
     Cancelled,
+    GroupList,
+    GroupOffset,
     MessagePage,
     Scheduled,
     Timer,
@@ -109,10 +111,25 @@ class TimerStoreClient:
             cursor = page.next_cursor
 
     def consume(
-        self, topic: str, *, offset: int = 0, limit: int = 100, wait_ms: int = 0
+        self,
+        topic: str,
+        *,
+        offset: int | None = None,
+        group: str | None = None,
+        limit: int = 100,
+        wait_ms: int = 0,
     ) -> MessagePage:
-        """Delivered messages from ``offset``; waits up to ``wait_ms`` for the first."""
-        return self._send(calls.consume(topic, offset, limit, wait_ms))
+        """Delivered messages from ``offset`` (default 0), or from ``group``'s committed
+        offset when only a group is given; waits up to ``wait_ms`` for the first."""
+        return self._send(calls.consume(topic, offset, group, limit, wait_ms))
+
+    def commit(self, topic: str, group: str, offset: int, *, force: bool = False) -> GroupOffset:
+        """Commit the next offset ``group`` reads (never back unless ``force``: Conflict)."""
+        return self._send(calls.commit(topic, group, offset, force))
+
+    def groups(self, topic: str) -> GroupList:
+        """The topic's consumer groups with committed offsets and exact lag."""
+        return self._send(calls.groups(topic))
 
     def topics(self) -> list[Topic]:
         return self._send(calls.topics()).topics

@@ -137,3 +137,24 @@ def test_dot_names_are_not_dot_segments(base_url: str) -> None:
             assert ts.cancel(".", name).outcome is CancelOutcome.CANCELLED
         ts.schedule("..", id="m", delay_ms=0)
         assert [m.id for m in _consume_one(ts, "..").messages] == ["m"]
+
+
+def test_consumer_groups_read_commit_and_list_with_lag(base_url: str) -> None:
+    with TimerStoreClient(base_url) as ts:
+        ts.schedule_many([spec("grp", id=f"g{i}", delay_ms=0) for i in range(3)])
+        for _ in range(10):  # bounded: until all three are in the log
+            if len(ts.consume("grp", offset=0, wait_ms=3000).messages) == 3:
+                break
+        first = ts.consume("grp", group="billing", limit=2)
+        assert [m.offset for m in first.messages] == [0, 1]
+        done = ts.commit("grp", "billing", first.next_offset)
+        assert (done.group, done.committed_offset, done.lag) == ("billing", 2, 1)
+        assert [m.offset for m in ts.consume("grp", group="billing").messages] == [2]
+        assert [m.offset for m in ts.consume("grp", group="audit").messages] == [0, 1, 2]
+        with pytest.raises(Conflict) as back:
+            ts.commit("grp", "billing", 1)  # never backwards unless forced
+        assert back.value.status == 409
+        assert ts.commit("grp", "billing", 1, force=True).committed_offset == 1
+        listed = ts.groups("grp")
+        assert listed.log_end_offset == 3
+        assert [(g.group, g.committed_offset, g.lag) for g in listed.groups] == [("billing", 1, 2)]
