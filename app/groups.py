@@ -34,6 +34,15 @@ class GroupOffsets:
     def __init__(self, control: ControlStore) -> None:
         self._control = control
         self._lock = threading.Lock()
+        # every committed offset, mirrored in memory so /metrics never iterates the store
+        self._known: dict[tuple[str, str], int] = {}
+        for name, raw in control.scan(GROUP_SPACE, ""):
+            topic, _, group = name.partition("/")
+            self._known[(topic, group)] = _decode(raw)
+
+    def committed_offsets(self) -> dict[tuple[str, str], int]:
+        """(topic, group) -> committed offset, from memory (a copy)."""
+        return dict(self._known)
 
     def committed(self, topic: str, group: str) -> int:
         validate_name("topic", topic)
@@ -63,6 +72,7 @@ class GroupOffsets:
                     field="offset",
                 )
             self._control.put(GROUP_SPACE, f"{topic}/{group}", _encode(offset))
+            self._known[(topic, group)] = offset
         return GroupOffset(group, offset, max(0, log_end - offset))
 
     def groups(self, topic: str, log_end: int) -> list[GroupOffset]:

@@ -339,12 +339,16 @@ class TimerService:
 
     async def put_route(self, topic: str, route: Route) -> Route:
         checked = check_route(route, self.settings.sinks)
-        return await self._call(self.routes.put, topic, checked, self.clock.now_ms())
+        stored = await self._call(self.routes.put, topic, checked, self.clock.now_ms())
+        _log_route_change(topic, stored)
+        return stored
 
     async def delete_route(self, topic: str) -> Route:
         """Return the topic to the embedded log; NotFoundError when no route was set."""
         await self.get_route(topic)
-        return await self._call(self.routes.delete, topic, self.clock.now_ms())
+        stored = await self._call(self.routes.delete, topic, self.clock.now_ms())
+        _log_route_change(topic, stored)
+        return stored
 
     # ----------------------------------------------------------------- dead letters
     async def dead_letters(self, *, topic: str | None, limit: int, cursor: str | None) -> TimerPage:
@@ -418,3 +422,14 @@ def _shifted(exc: ConflictError, start: int, *, stored: int) -> ConflictError:
     if stored:
         message += f" ({stored} earlier timers of this batch were stored)"
     return ConflictError(message, state=exc.state, field=field)
+
+
+def _log_route_change(topic: str, route: Route) -> None:
+    """One line per route change (the secret is never logged)."""
+    log.info(
+        "route of %s is now %s%s",
+        topic,
+        route.sink,
+        f" ({route.url})" if route.url else "",
+        extra={"event": "route_changed", "topic": topic, "sink": route.sink},
+    )

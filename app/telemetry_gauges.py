@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 
 from app.clock import Clock
 from app.engine import Engine
+from app.groups import GroupOffsets
 from app.stats import ServiceStats
 from app.telemetry import PREFIX
 from storage.errors import StoreClosedError
@@ -43,6 +44,9 @@ class GaugeSource(Protocol):
     @property
     def store(self) -> TimerStore: ...
 
+    @property
+    def groups(self) -> GroupOffsets: ...
+
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(f"{P}_{name}", doc, value=value)
@@ -59,6 +63,7 @@ class ServiceGauges(Collector):
         except StoreClosedError:
             return
         yield from _store_gauges(store)
+        yield from _group_gauges(store, self.source.groups)
         if self.source.engine is not None:
             yield from _engine_gauges(self.source.engine, now_ms)
         yield from _snapshot_gauges(self.source.last_snapshot, self.source.last_oldest_due_ms)
@@ -89,6 +94,25 @@ def _store_gauges(store: TimerStore) -> Iterator[Metric]:
     for row in topics:
         log_end.add_metric([row.topic], row.log_end_offset)
     yield log_end
+
+
+def _group_gauges(store: TimerStore, groups: GroupOffsets) -> Iterator[Metric]:
+    log_end = {row.topic: row.log_end_offset for row in store.topics()}
+    committed = GaugeMetricFamily(
+        f"{P}_group_committed_offset",
+        "Consumer group's committed offset (the next it reads)",
+        labels=["topic", "group"],
+    )
+    lag = GaugeMetricFamily(
+        f"{P}_group_lag_messages",
+        "Consumer group's lag: topic log end minus committed offset",
+        labels=["topic", "group"],
+    )
+    for (topic, group), offset in sorted(groups.committed_offsets().items()):
+        committed.add_metric([topic, group], offset)
+        lag.add_metric([topic, group], max(0, log_end.get(topic, 0) - offset))
+    yield committed
+    yield lag
 
 
 def _engine_gauges(engine: Engine, now_ms: int) -> Iterator[Metric]:

@@ -162,6 +162,24 @@ def test_families_types_and_values_move(fake_api_factory: Callable[..., FakeApi]
 
 
 @pytest.mark.parametrize("store", ["rocks", "wheel"])
+def test_consumer_groups_show_committed_offset_and_lag(
+    fake_api_factory: Callable[..., FakeApi], store
+) -> None:
+    api = fake_api_factory(store=store)
+    for i in range(3):
+        assert _schedule(api, "g", str(i), 0) == 201
+    api.clock.advance(1000)
+    assert api.deliver_due() == 3
+    commit = api.client.post("/v1/topics/g/groups/billing/commit", json={"offset": 1})
+    assert commit.status_code == 200, commit.text
+    s = scrape(api)
+    assert s.value("timerstore_group_committed_offset", topic="g", group="billing") == 1
+    assert s.value("timerstore_group_lag_messages", topic="g", group="billing") == 2
+    api.client.post("/v1/topics/g/groups/billing/commit", json={"offset": 3})
+    assert scrape(api).value("timerstore_group_lag_messages", topic="g", group="billing") == 0
+
+
+@pytest.mark.parametrize("store", ["rocks", "wheel"])
 def test_dead_letters_replay_and_purge_move_their_counters(
     fake_api_factory: Callable[..., FakeApi], store
 ) -> None:

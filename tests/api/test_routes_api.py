@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 
 import httpx
@@ -159,3 +160,12 @@ def test_a_route_set_over_rest_delivers_to_a_real_receiver(live_factory):
         assert live.get("/v1/stats").json()["delivered_by_sink"] == {"webhook": 1}
     finally:
         receiver.stop()
+
+
+def test_route_changes_are_logged_without_the_secret(fake_api, caplog):
+    with caplog.at_level(logging.INFO, logger="app.service"):
+        assert fake_api.client.put("/v1/topics/orders/route", json=WEBHOOK).status_code == 200
+        assert fake_api.client.delete("/v1/topics/orders/route").status_code == 200
+    changes = [r for r in caplog.records if getattr(r, "event", None) == "route_changed"]
+    assert [(r.topic, r.sink) for r in changes] == [("orders", "webhook"), ("orders", "log")]
+    assert WEBHOOK["secret"] not in caplog.text
