@@ -13,7 +13,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from app.groups import GroupOffset
-from app.routing import Route
+from app.routing import Route, SinkKind
 from app.stats import ServiceStats
 from app.timer_requests import MAX_TIME_MS
 from storage.names import NAME_MAX_BYTES, NAME_PATTERN
@@ -140,9 +140,18 @@ class TimerList(msgspec.Struct):
 
 
 class Topic(msgspec.Struct):
+    """A topic: timers pending, its log's end offset, where due timers go, its groups' lag."""
+
     topic: str
     pending: int
     log_end_offset: int
+    sink: Annotated[
+        SinkKind, msgspec.Meta(description="where due timers go: the route's sink, or log")
+    ]
+    groups: Annotated[
+        list[GroupOffset],
+        msgspec.Meta(description="consumer groups on the embedded log, lag exact at log end"),
+    ]
 
 
 class TopicList(msgspec.Struct):

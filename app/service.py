@@ -45,6 +45,7 @@ from app.timer_requests import (
     to_new_timer,
     to_new_timers,
 )
+from app.topics import TopicOverview, topic_overviews
 from storage.errors import ConflictError, NotFoundError, StoreClosedError, UnsupportedError
 from storage.protocol import (
     CancelOutcome,
@@ -57,7 +58,6 @@ from storage.protocol import (
     TimerPage,
     TimerStore,
     TimerView,
-    TopicInfo,
 )
 
 log = logging.getLogger(__name__)
@@ -239,7 +239,9 @@ class TimerService:
         store = self.store
         if not isinstance(store, SupportsIngest):
             raise UnsupportedError(f"the {store.name} store cannot ingest SST files")
-        return await self._call(store.ingest_staged, stage_dir, replace=replace)
+        report = await self._call(store.ingest_staged, stage_dir, replace=replace)
+        self.telemetry.ingested(report.added, report.replaced)
+        return report
 
     async def get(self, topic: str, timer_id: str) -> TimerView:
         view = await self._call(self.store.get, topic, timer_id)
@@ -275,8 +277,11 @@ class TimerService:
         )
 
     # ----------------------------------------------------------------- topics
-    async def topics(self) -> list[TopicInfo]:
-        return await self._call(self.store.topics)
+    async def topics(self) -> list[TopicOverview]:
+        """Every topic with its counts, route and group lag (from memory)."""
+        infos = await self._call(self.store.topics)
+        committed = self.groups.committed_offsets()
+        return topic_overviews(infos, self.routes.routed_topics(), committed)
 
     async def read_messages(self, topic: str, offset: int, limit: int, wait_ms: int) -> Messages:
         """Messages from ``offset``; with ``wait_ms`` > 0 wait for the first one to arrive."""

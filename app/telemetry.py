@@ -186,6 +186,12 @@ class Telemetry:
             self.rescheduled.inc(again)
         self.schedule_latency.labels(kind).observe(seconds)
 
+    def ingested(self, added: int, replaced: int) -> None:
+        """A bulk ingest stores timers too: counted like schedules (replaced = rescheduled)."""
+        self.scheduled.inc(added + replaced)
+        if replaced:
+            self.rescheduled.inc(replaced)
+
     def render(self) -> bytes:
         """The text exposition of every metric (runs the scrape-time collectors)."""
         return generate_latest(self.registry)

@@ -103,9 +103,13 @@ class GroupList(msgspec.Struct):
 
 
 class Topic(msgspec.Struct):
+    """A topic: pending timers, log end, where due timers go, and its groups' lag."""
+
     topic: str
     pending: int
     log_end_offset: int
+    sink: str = "log"
+    groups: list[GroupOffset] = msgspec.field(default_factory=list)
 
 
 class TopicList(msgspec.Struct):

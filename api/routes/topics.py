@@ -32,14 +32,14 @@ _LOG_LINKS = {
 
 @router.get(
     "",
-    summary="Topics with pending counts and log end offsets",
+    summary="Topics with pending counts, log end offsets, routes and consumer-group lag",
     response_class=MsgspecJSONResponse,
     responses=responses({200: ("topics", "TopicList")}, links=_TOPIC_LINKS),
 )
 async def list_topics(request: Request) -> Response:
     infos = await service_of(request).topics()
     return MsgspecJSONResponse(
-        TopicList([Topic(i.topic, i.pending, i.log_end_offset) for i in infos])
+        TopicList([Topic(i.topic, i.pending, i.log_end_offset, i.sink, i.groups) for i in infos])
     )
 
 

@@ -151,6 +151,10 @@ def server(tmp_path: Path) -> Iterator[tuple[str, httpx.Client]]:
             ],
         )
         _until(lambda: _state(client, "orders", "o39") == "delivered", "deliveries")
+        commit = client.post("/v1/topics/orders/groups/billing/commit", json={"offset": 15})
+        assert commit.status_code == 200, commit.text
+        hook = {"sink": "webhook", "url": "http://127.0.0.1:9/hook", "secret": "ui-hook"}
+        assert client.put("/v1/topics/hooked/route", json=hook).status_code == 200
         with _Stream(url) as stream:  # timers falling due for as long as the page watches
             _until(lambda: stream.sent > 0, "the stream")
             yield url, client
@@ -192,9 +196,14 @@ def test_dashboard_in_chromium(server: tuple[str, httpx.Client], tmp_path: Path)
         assert _pixels(browser, "chart-due", (0x5B, 0x6F, 0xD8)) > 4 * 100
         topics = browser.wait_for(
             "[...document.querySelectorAll('#topics tbody tr')].map(r => "
-            "[...r.cells].map(c => c.textContent)).filter(r => r[0] === 'reminders')"
+            "[...r.cells].map(c => c.textContent))"
+            ".filter(r => ['reminders', 'orders', 'hooked'].includes(r[0]))"
         )
-        assert topics == [["reminders", "200", "0", "log", "-"]]
+        assert topics == [
+            ["hooked", "0", "0", "webhook", "-"],
+            ["orders", "0", "40", "log", "billing: 25"],
+            ["reminders", "200", "0", "log", "-"],
+        ]
         rows = browser.wait_for(
             "(() => { const r = document.querySelectorAll('#deadletters tbody tr');"
             " return r.length === 3 && [...r].map(x => x.dataset.topic + '/' + x.dataset.id); })()"

@@ -11,8 +11,8 @@ import pytest
 from tests.api.helpers import ServerProcess
 
 
-def deliver(api, topic: str, n: int) -> None:
-    timers = [{"topic": topic, "id": f"m{i:03d}", "delay_ms": i} for i in range(n)]
+def deliver(api, topic: str, n: int, first: int = 0) -> None:
+    timers = [{"topic": topic, "id": f"m{first + i:03d}", "delay_ms": i} for i in range(n)]
     assert api.client.post("/v1/timers/batch", json={"timers": timers}).status_code == 200
     api.clock.advance(n + 1)
     assert api.deliver_due() == n
@@ -42,6 +42,31 @@ def test_two_groups_read_independently_and_lag_is_exact(fake_api):
     groups = {g["group"]: g for g in c.get("/v1/topics/orders/groups").json()["groups"]}
     assert groups["audit"]["lag"] == 0 and groups["billing"]["lag"] == 3
     assert ids(c.get(read, params={"group": "audit"})) == []
+
+
+def test_topics_list_carries_each_topics_sink_and_group_lag(fake_api):
+    deliver(fake_api, "orders", 4)
+    c = fake_api.client
+    assert c.post("/v1/topics/orders/groups/billing/commit", json={"offset": 1}).status_code == 200
+    assert c.post("/v1/topics/orders/groups/audit/commit", json={"offset": 4}).status_code == 200
+    hook = {"sink": "webhook", "url": "http://127.0.0.1:9/hook", "secret": "s3cr3t-value"}
+    assert c.put("/v1/topics/hooked/route", json=hook).status_code == 200  # no timers yet
+    topics = {t["topic"]: t for t in c.get("/v1/topics").json()["topics"]}
+    assert topics["orders"] == {
+        "topic": "orders", "pending": 0, "log_end_offset": 4, "sink": "log",
+        "groups": [
+            {"group": "audit", "committed_offset": 4, "lag": 0},
+            {"group": "billing", "committed_offset": 1, "lag": 3},
+        ],
+    }  # fmt: skip
+    assert topics["hooked"] == {
+        "topic": "hooked", "pending": 0, "log_end_offset": 0, "sink": "webhook", "groups": [],
+    }  # fmt: skip
+    deliver(fake_api, "orders", 2, first=4)  # two more in the log: billing's lag follows
+    again = {t["topic"]: t for t in c.get("/v1/topics").json()["topics"]}
+    assert [g["lag"] for g in again["orders"]["groups"]] == [2, 5]
+    assert c.delete("/v1/topics/hooked/route").status_code == 200
+    assert "hooked" not in {t["topic"] for t in c.get("/v1/topics").json()["topics"]}
 
 
 def test_commit_never_moves_back_unless_forced_nor_past_the_log_end(fake_api):

@@ -153,8 +153,12 @@ def test_topics_and_messages_with_offsets(fake_api: FakeApi) -> None:
     fake_api.clock.advance(10)
     assert fake_api.deliver_due() == 5
     topics = {t["topic"]: t for t in fake_api.client.get("/v1/topics").json()["topics"]}
-    assert topics["log"] == {"topic": "log", "pending": 0, "log_end_offset": 5}
-    assert topics["later"] == {"topic": "later", "pending": 1, "log_end_offset": 0}
+    assert topics["log"] == {
+        "topic": "log", "pending": 0, "log_end_offset": 5, "sink": "log", "groups": [],
+    }  # fmt: skip
+    assert topics["later"] == {
+        "topic": "later", "pending": 1, "log_end_offset": 0, "sink": "log", "groups": [],
+    }  # fmt: skip
     r = fake_api.client.get("/v1/topics/log/messages", params={"offset": 1, "limit": 2}).json()
     assert [m["offset"] for m in r["messages"]] == [1, 2] and r["next_offset"] == 3
     assert [m["id"] for m in r["messages"]] == ["m1", "m2"]

@@ -158,3 +158,6 @@ def test_consumer_groups_read_commit_and_list_with_lag(base_url: str) -> None:
         listed = ts.groups("grp")
         assert listed.log_end_offset == 3
         assert [(g.group, g.committed_offset, g.lag) for g in listed.groups] == [("billing", 1, 2)]
+        topic = {t.topic: t for t in ts.topics()}["grp"]
+        assert (topic.sink, topic.log_end_offset) == ("log", 3)
+        assert [(g.group, g.lag) for g in topic.groups] == [("billing", 2)]

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from tests.api.helpers import ThreadServer, make_settings, now_ms
+from tests.api.test_metrics import Scrape
 from tests.pipeline.helpers import row, stage
 from timerstore.cli import main
 
@@ -49,9 +50,11 @@ def test_a_staged_import_goes_into_the_live_store_and_is_delivered(server):
     client, data_dir = server
     now = now_ms()
     stage(data_dir / "staging" / "s1", [row("live", f"i{i}", now + 300 + i) for i in range(200)])
+    before = _scheduled_total(client)
     r = client.post("/v1/admin/ingest", json={"stage_dir": "s1"}, headers=ADMIN)
     assert r.status_code == 200, r.text
     assert (r.json()["added"], r.json()["files"]) == (200, 4)
+    assert _scheduled_total(client) == before + 200  # ingested timers count as scheduled
     got = _read_all(client, "live", 200)
     assert client.get("/v1/stats", headers=USER).json()["pending"] == 0
     assert all(m["delivered_at_ms"] >= m["deliver_at_ms"] for m in got)
@@ -109,3 +112,9 @@ def _read_all(client: httpx.Client, topic: str, n: int) -> list[dict]:
         got.extend(r.json()["messages"])
     assert len(got) == n
     return got
+
+
+def _scheduled_total(client: httpx.Client) -> float:
+    r = client.get("/metrics", headers=USER)
+    assert r.status_code == 200, r.text
+    return Scrape(r.text).value("timerstore_timers_scheduled_total")

@@ -156,9 +156,9 @@ function button(text, cls, onClick) {
 function drawTopics(topics) {
   $("topics").tBodies[0].replaceChildren(...topics.map(t => {
     const tr = document.createElement("tr");
-    const lag = t.consumer_groups ? t.consumer_groups.map(g => `${g.name}: ${g.lag}`).join(", ") : "-";
+    const lag = t.groups.length ? t.groups.map(g => `${g.group}: ${g.lag}`).join(", ") : "-";
     tr.append(cell(t.topic), cell(String(t.pending), "num"), cell(String(t.log_end_offset), "num"),
-      cell(t.route || "log"), cell(lag));
+      cell(t.sink), cell(lag));
     return tr;
   }));
 }
