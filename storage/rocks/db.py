@@ -164,5 +164,7 @@ def iter_keys(cf: rd.Rdict, start: bytes, options: rd.ReadOptions) -> Iterator[b
     return cast(Iterator[bytes], cf.keys(from_key=start, read_opt=options))
 
 
-def iter_items(cf: rd.Rdict, start: bytes) -> Iterator[tuple[bytes, bytes]]:
-    return cast(Iterator[tuple[bytes, bytes]], cf.items(from_key=start))
+def iter_items(
+    cf: rd.Rdict, start: bytes, options: rd.ReadOptions | None = None
+) -> Iterator[tuple[bytes, bytes]]:
+    return cast(Iterator[tuple[bytes, bytes]], cf.items(from_key=start, read_opt=options))

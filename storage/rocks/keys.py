@@ -42,6 +42,9 @@ def u64(value: int) -> bytes:
     return _U64.pack(value)
 
 
+unpack_u64 = _U64.unpack_from  # (raw, at=0) -> (value,): for loops that cannot pay a call
+
+
 def read_u64(raw: bytes, at: int = 0) -> int:
     return int(_U64.unpack_from(raw, at)[0])
 
