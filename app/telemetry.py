@@ -96,7 +96,7 @@ class Telemetry:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r, p = self.registry, PREFIX
-        self.scheduled = Counter(
+        self.scheduled_total = Counter(
             f"{p}_timers_scheduled", "Timers stored (new or rescheduled)", registry=r
         )
         self.rescheduled = Counter(
@@ -178,17 +178,16 @@ class Telemetry:
             self.dead_lettered.inc(dead_lettered)
 
     # ----------------------------------------------------------------- fed by the service
-    def scheduled_results(self, replaced: Iterable[bool], kind: str, seconds: float) -> None:
-        flags = list(replaced)
-        again = sum(flags)
-        self.scheduled.inc(len(flags))
-        if again:
-            self.rescheduled.inc(again)
+    def scheduled(self, stored: int, replaced: int, kind: str, seconds: float) -> None:
+        """One schedule request: ``stored`` timers, ``replaced`` of them rescheduled."""
+        self.scheduled_total.inc(stored)
+        if replaced:
+            self.rescheduled.inc(replaced)
         self.schedule_latency.labels(kind).observe(seconds)
 
     def ingested(self, added: int, replaced: int) -> None:
         """A bulk ingest stores timers too: counted like schedules (replaced = rescheduled)."""
-        self.scheduled.inc(added + replaced)
+        self.scheduled_total.inc(added + replaced)
         if replaced:
             self.rescheduled.inc(replaced)
 

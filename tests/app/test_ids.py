@@ -1,0 +1,31 @@
+"""Server-made timer ids: fixed-width lowercase hex, creation order is byte order, no repeats."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.timer_requests import IdMaker
+
+ID = re.compile(r"[0-9a-f]{32}")
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 50)), min_size=1, max_size=20))
+def test_ids_are_sorted_unique_and_carry_their_millisecond(steps):
+    maker, now_ms, made = IdMaker(), 1_700_000_000_000, []
+    for advance_ms, count in steps:  # several calls may fall in one millisecond
+        now_ms += advance_ms
+        ids = maker.make(now_ms, count)
+        assert len(ids) == count
+        assert all(ID.fullmatch(i) and int(i[:12], 16) == now_ms for i in ids)
+        made += ids
+    assert made == sorted(made) and len(set(made)) == len(made)
+
+
+def test_the_counter_part_counts_up_by_one_within_a_millisecond():
+    maker = IdMaker()
+    first, second = maker.make(5, 2), maker.make(5, 1)
+    counters = [int(i[12:], 16) for i in first + second]
+    assert counters == [counters[0], counters[0] + 1, counters[0] + 2]
