@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from typing import ParamSpec, TypeVar
 
 import anyio.to_thread
-import msgspec
 
 from app import stats as stats_mod
 from app.clock import Clock, SystemClock
@@ -32,9 +31,9 @@ from app.engine.redis_sink import REDIS_SINK, RedisStreamSender
 from app.engine.routing_sink import RoutingSink, SenderFactory
 from app.engine.sinks import SettlingSink, Sink
 from app.engine.webhook_sink import WEBHOOK_SINK, WebhookSender
-from app.groups import GroupOffset, GroupOffsets
+from app.groups import GroupOffsets
 from app.notify import TopicNotifier
-from app.routing import Route, RouteTable, check_route
+from app.routing import RouteTable
 from app.stats import ServiceStats
 from app.stores import open_store, store_format
 from app.telemetry import Telemetry
@@ -46,13 +45,12 @@ from app.timer_requests import (
     to_new_timer,
     to_new_timers,
 )
-from app.topics import TopicOverview, topic_overviews
+from app.topic_service import TopicService
 from storage.errors import ConflictError, NotFoundError, StoreClosedError, UnsupportedError
 from storage.protocol import (
     CancelOutcome,
     HousekeepingReport,
     IngestReport,
-    LoggedMessage,
     NewTimer,
     ScheduleResult,
     SupportsIngest,
@@ -66,11 +64,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 CLOSE_WAIT_S = 30.0
 _REPLACED = operator.attrgetter("replaced")
-
-
-class Messages(msgspec.Struct, frozen=True):
-    messages: list[LoggedMessage]
-    next_offset: int
 
 
 class TimerService:
@@ -92,8 +85,7 @@ class TimerService:
         self._sink = sink
         self._run_engine = run_engine
         self._store: TimerStore | None = None
-        self._routes: RouteTable | None = None
-        self._groups: GroupOffsets | None = None
+        self._topics: TopicService | None = None
         self.engine: Engine | None = None
         self.accepting = False
         self._active = 0  # store calls running in worker threads
@@ -121,13 +113,22 @@ class TimerService:
         self._idle = asyncio.Event()
         self._idle.set()
         self._store = await anyio.to_thread.run_sync(self._store_opener, self.settings)
-        self._routes = RouteTable(self._store.control)
-        self._groups = GroupOffsets(self._store.control)
+        routes = RouteTable(self._store.control)
+        self._topics = TopicService(
+            self._store,
+            routes,
+            GroupOffsets(self._store.control),
+            notifier=self.notifier,
+            clock=self.clock,
+            sinks=self.settings.sinks,
+            call=self.call,
+            accepting=lambda: self.accepting,
+        )
         self.engine = Engine(
             self._store,
             self.clock,
             self.settings.engine,
-            sink=self._sink or self._routing_sink(self._routes),
+            sink=self._sink or self._routing_sink(routes),
             on_delivered=self.notifier.notify_threadsafe,
             telemetry=self.telemetry,
         )
@@ -187,7 +188,7 @@ class TimerService:
             await anyio.to_thread.run_sync(store.close)
         log.info("service stopped", extra={"event": "stopped"})
 
-    async def _call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    async def call(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run a blocking store call in a worker thread; 503 once shutdown has begun."""
         if not self.accepting:
             raise StoreClosedError("the service is shutting down")
@@ -207,7 +208,7 @@ class TimerService:
         timer_id = req.id if req.id is not None else self.ids.make(now_ms)[0]
         started = time.perf_counter()
         timer = to_new_timer(req, now_ms, timer_id, self.limits)
-        results = await self._call(self.store.schedule, [timer], now_ms)
+        results = await self.call(self.store.schedule, [timer], now_ms)
         self.telemetry.scheduled(1, int(results[0].replaced), "one", _since(started))
         return results[0], timer
 
@@ -222,7 +223,7 @@ class TimerService:
         now_ms = self.clock.now_ms()
         started = time.perf_counter()
         timers = to_new_timers(reqs, now_ms, self.ids, self.limits, problems)
-        results = await self._call(self._schedule_chunks, timers, now_ms)
+        results = await self.call(self._schedule_chunks, timers, now_ms)
         replaced = sum(map(_REPLACED, results))  # C-level: this runs on the event loop
         self.telemetry.scheduled(len(results), replaced, "batch", _since(started))
         return results
@@ -242,18 +243,18 @@ class TimerService:
         store = self.store
         if not isinstance(store, SupportsIngest):
             raise UnsupportedError(f"the {store.name} store cannot ingest SST files")
-        report = await self._call(store.ingest_staged, stage_dir, replace=replace)
+        report = await self.call(store.ingest_staged, stage_dir, replace=replace)
         self.telemetry.ingested(report.added, report.replaced)
         return report
 
     async def get(self, topic: str, timer_id: str) -> TimerView:
-        view = await self._call(self.store.get, topic, timer_id)
+        view = await self.call(self.store.get, topic, timer_id)
         if view is None:
             raise NotFoundError(f"no timer {topic}/{timer_id}")
         return view
 
     async def cancel(self, topic: str, timer_id: str) -> None:
-        (result,) = await self._call(self.store.cancel, [(topic, timer_id)])
+        (result,) = await self.call(self.store.cancel, [(topic, timer_id)])
         self.telemetry.cancelled.labels(str(result.outcome)).inc()
         if result.outcome is CancelOutcome.UNKNOWN:
             raise NotFoundError(f"no timer {topic}/{timer_id}")
@@ -270,7 +271,7 @@ class TimerService:
         limit: int,
         cursor: str | None,
     ) -> TimerPage:
-        return await self._call(
+        return await self.call(
             self.store.list_pending,
             from_ms=from_ms,
             to_ms=to_ms,
@@ -280,91 +281,24 @@ class TimerService:
         )
 
     # ----------------------------------------------------------------- topics
-    async def topics(self) -> list[TopicOverview]:
-        """Every topic with its counts, route and group lag (from memory)."""
-        infos = await self._call(self.store.topics)
-        committed = self.groups.committed_offsets()
-        return topic_overviews(infos, self.routes.routed_topics(), committed)
+    @property
+    def topic_service(self) -> TopicService:
+        """Topic logs, consumer groups and routes (app.topic_service)."""
+        if self._topics is None:
+            raise StoreClosedError("the store is not open")
+        return self._topics
 
-    async def read_messages(self, topic: str, offset: int, limit: int, wait_ms: int) -> Messages:
-        """Messages from ``offset``; with ``wait_ms`` > 0 wait for the first one to arrive."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_ms / 1000
-        while True:
-            version = self.notifier.version(topic)
-            messages = await self._call(self.store.read_log, topic, offset, limit)
-            remaining = deadline - loop.time()
-            if messages or remaining <= 0 or not self.accepting:
-                break
-            if not await self.notifier.wait(topic, version, remaining) and not self.accepting:
-                break
-        next_offset = messages[-1].offset + 1 if messages else offset
-        return Messages(messages, next_offset)
-
-    # ----------------------------------------------------------------- consumer groups
     @property
     def groups(self) -> GroupOffsets:
-        if self._groups is None:
-            raise StoreClosedError("the store is not open")
-        return self._groups
-
-    def _log_end(self, topic: str) -> int:
-        return next((i.log_end_offset for i in self.store.topics() if i.topic == topic), 0)
-
-    async def read_group(self, topic: str, group: str, limit: int, wait_ms: int) -> Messages:
-        """Messages from ``group``'s committed offset (0 for a new group)."""
-        offset = await self._call(self.groups.committed, topic, group)
-        return await self.read_messages(topic, offset, limit, wait_ms)
-
-    async def commit_group(self, topic: str, group: str, offset: int, force: bool) -> GroupOffset:
-        def commit() -> GroupOffset:
-            return self.groups.commit(topic, group, offset, self._log_end(topic), force=force)
-
-        return await self._call(commit)
-
-    async def list_groups(self, topic: str) -> tuple[int, list[GroupOffset]]:
-        """The topic's log end offset and its groups (lag is exact at that log end)."""
-
-        def read() -> tuple[int, list[GroupOffset]]:
-            log_end = self._log_end(topic)
-            return log_end, self.groups.groups(topic, log_end)
-
-        return await self._call(read)
-
-    # ----------------------------------------------------------------- routes
-    @property
-    def routes(self) -> RouteTable:
-        if self._routes is None:
-            raise StoreClosedError("the store is not open")
-        return self._routes
-
-    async def get_route(self, topic: str) -> Route:
-        """The topic's route; NotFoundError when none is set (its timers go to the log)."""
-        route = self.routes.explicit(topic)
-        if route is None:
-            raise NotFoundError(f"no route is set for {topic}: its timers go to the embedded log")
-        return route
-
-    async def put_route(self, topic: str, route: Route) -> Route:
-        checked = check_route(route, self.settings.sinks)
-        stored = await self._call(self.routes.put, topic, checked, self.clock.now_ms())
-        _log_route_change(topic, stored)
-        return stored
-
-    async def delete_route(self, topic: str) -> Route:
-        """Return the topic to the embedded log; NotFoundError when no route was set."""
-        await self.get_route(topic)
-        stored = await self._call(self.routes.delete, topic, self.clock.now_ms())
-        _log_route_change(topic, stored)
-        return stored
+        return self.topic_service.groups
 
     # ----------------------------------------------------------------- dead letters
     async def dead_letters(self, *, topic: str | None, limit: int, cursor: str | None) -> TimerPage:
-        return await self._call(self.store.dead_letters, topic=topic, limit=limit, after=cursor)
+        return await self.call(self.store.dead_letters, topic=topic, limit=limit, after=cursor)
 
     async def replay(self, topic: str, timer_id: str) -> ScheduleResult:
         now_ms = self.clock.now_ms()
-        result = await self._call(self.store.replay_dead_letter, topic, timer_id, now_ms)
+        result = await self.call(self.store.replay_dead_letter, topic, timer_id, now_ms)
         self.telemetry.replayed.inc()
         return result
 
@@ -382,7 +316,7 @@ class TimerService:
             cursor = page.next_cursor
 
     async def purge_dead_letters(self, topic: str | None) -> int:
-        purged = await self._call(self.store.purge_dead_letters, topic)
+        purged = await self.call(self.store.purge_dead_letters, topic)
         self.telemetry.purged.inc(purged)
         log.info(
             "purged %d dead letters%s",
@@ -394,7 +328,7 @@ class TimerService:
 
     # ----------------------------------------------------------------- stats, housekeeping
     async def stats(self) -> ServiceStats:
-        snapshot = await self._call(
+        snapshot = await self.call(
             stats_mod.collect,
             self.store,
             self.engine,
@@ -402,16 +336,16 @@ class TimerService:
             self.settings.housekeeping.stats_count_cap,
         )
         self.last_snapshot = snapshot
-        oldest = await self._call(self.store.list_pending, limit=1)
+        oldest = await self.call(self.store.list_pending, limit=1)
         self.last_oldest_due_ms = oldest.timers[0].deliver_at_ms if oldest.timers else None
         return snapshot
 
     async def metrics(self) -> bytes:
         """The Prometheus text exposition (in a worker thread: RocksDB property reads)."""
-        return await self._call(self.telemetry.render)
+        return await self.call(self.telemetry.render)
 
     async def housekeep(self) -> HousekeepingReport:
-        report = await self._call(self.store.housekeep, self.clock.now_ms())
+        report = await self.call(self.store.housekeep, self.clock.now_ms())
         self.last_housekeeping = report
         return report
 
@@ -430,14 +364,3 @@ def _shifted(exc: ConflictError, start: int, *, stored: int) -> ConflictError:
     if stored:
         message += f" ({stored} earlier timers of this batch were stored)"
     return ConflictError(message, state=exc.state, field=field)
-
-
-def _log_route_change(topic: str, route: Route) -> None:
-    """One line per route change (the secret is never logged)."""
-    log.info(
-        "route of %s is now %s%s",
-        topic,
-        route.sink,
-        f" ({route.url})" if route.url else "",
-        extra={"event": "route_changed", "topic": topic, "sink": route.sink},
-    )

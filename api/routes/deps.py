@@ -6,12 +6,18 @@ from fastapi import Request
 
 from app.config import Settings
 from app.service import TimerService
+from app.topic_service import TopicService
 from storage.errors import InvalidInputError
 
 
 def service_of(request: Request) -> TimerService:
     service: TimerService = request.app.state.service
     return service
+
+
+def topics_of(request: Request) -> TopicService:
+    """Topic logs, consumer groups and routes (503 while the store is not open)."""
+    return service_of(request).topic_service
 
 
 def settings_of(request: Request) -> Settings:

@@ -14,7 +14,7 @@ from api.bodies import BodyDecoder, media_kind, read_body
 from api.docs import request_body, responses
 from api.params import GroupPath, TopicPath
 from api.responses import MsgspecJSONResponse
-from api.routes.deps import service_of, settings_of
+from api.routes.deps import settings_of, topics_of
 from api.schemas import GroupCommit, GroupList
 
 router = APIRouter(prefix="/v1/topics", tags=["consumer groups"])
@@ -33,7 +33,7 @@ commit_decoder = BodyDecoder(GroupCommit)
 async def commit(request: Request, topic: TopicPath, group: GroupPath) -> Response:
     body = await read_body(request, settings_of(request).limits.max_body_bytes)
     req = commit_decoder.decode(media_kind(request, ["json"]), body)
-    done = await service_of(request).commit_group(topic, group, req.offset, req.force)
+    done = await topics_of(request).commit_group(topic, group, req.offset, req.force)
     return MsgspecJSONResponse(done)
 
 
@@ -44,5 +44,5 @@ async def commit(request: Request, topic: TopicPath, group: GroupPath) -> Respon
     responses=responses({200: ("groups", "GroupList")}),
 )
 async def list_groups(request: Request, topic: TopicPath) -> Response:
-    log_end, groups = await service_of(request).list_groups(topic)
+    log_end, groups = await topics_of(request).list_groups(topic)
     return MsgspecJSONResponse(GroupList(topic, log_end, groups))

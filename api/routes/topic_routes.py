@@ -16,7 +16,7 @@ from api.bodies import BodyDecoder, media_kind, read_body
 from api.docs import responses
 from api.params import TopicPath
 from api.responses import MsgspecJSONResponse
-from api.routes.deps import service_of, settings_of
+from api.routes.deps import settings_of, topics_of
 from api.schemas import RouteRequest, route_view
 from app.routing import SECRET_MAX_CHARS, STREAM_MAX_CHARS, URL_PATTERNS, SinkSettings
 
@@ -114,7 +114,7 @@ _OK: dict[int, tuple[str, str | None]] = {
 async def put_route(request: Request, topic: TopicPath) -> Response:
     body = await read_body(request, settings_of(request).limits.max_body_bytes)
     route = route_decoder.decode(media_kind(request, ["json"]), body)
-    stored = await service_of(request).put_route(topic, route)
+    stored = await topics_of(request).put_route(topic, route)
     return MsgspecJSONResponse(route_view(topic, stored))
 
 
@@ -125,7 +125,7 @@ async def put_route(request: Request, topic: TopicPath) -> Response:
     responses=responses(_OK, 404),
 )
 async def get_route(request: Request, topic: TopicPath) -> Response:
-    route = await service_of(request).get_route(topic)
+    route = await topics_of(request).get_route(topic)
     return MsgspecJSONResponse(route_view(topic, route))
 
 
@@ -136,5 +136,5 @@ async def get_route(request: Request, topic: TopicPath) -> Response:
     responses=responses(_OK, 404),
 )
 async def delete_route(request: Request, topic: TopicPath) -> Response:
-    route = await service_of(request).delete_route(topic)
+    route = await topics_of(request).delete_route(topic)
     return MsgspecJSONResponse(route_view(topic, route))

@@ -8,7 +8,7 @@ from starlette.responses import Response
 from api.docs import responses
 from api.params import GroupFilter, OptionalOffset, PageLimit, TopicPath, WaitMs
 from api.responses import MsgspecJSONResponse
-from api.routes.deps import page_limit, service_of, settings_of
+from api.routes.deps import page_limit, settings_of, topics_of
 from api.schemas import MessageList, Topic, TopicList, message_from_log
 from storage.errors import InvalidInputError
 
@@ -37,7 +37,7 @@ _LOG_LINKS = {
     responses=responses({200: ("topics", "TopicList")}, links=_TOPIC_LINKS),
 )
 async def list_topics(request: Request) -> Response:
-    infos = await service_of(request).topics()
+    infos = await topics_of(request).topics()
     return MsgspecJSONResponse(
         TopicList([Topic(i.topic, i.pending, i.log_end_offset, i.sink, i.groups) for i in infos])
     )
@@ -60,7 +60,7 @@ async def read_messages(
     top = settings_of(request).limits.max_wait_ms
     if wait_ms > top:
         raise InvalidInputError(f"wait_ms must be at most {top}", field="wait_ms")
-    service, size = service_of(request), page_limit(request, limit)
+    service, size = topics_of(request), page_limit(request, limit)
     if group is not None and offset is None:
         got = await service.read_group(topic, group, size, wait_ms)
     else:

@@ -163,7 +163,7 @@ def test_a_route_set_over_rest_delivers_to_a_real_receiver(live_factory):
 
 
 def test_route_changes_are_logged_without_the_secret(fake_api, caplog):
-    with caplog.at_level(logging.INFO, logger="app.service"):
+    with caplog.at_level(logging.INFO, logger="app.topic_service"):
         assert fake_api.client.put("/v1/topics/orders/route", json=WEBHOOK).status_code == 200
         assert fake_api.client.delete("/v1/topics/orders/route").status_code == 200
     changes = [r for r in caplog.records if getattr(r, "event", None) == "route_changed"]
