@@ -8,9 +8,11 @@ Delivered timers are deleted at the low end of the key space; a scan that starts
 first key wades through their tombstones until compaction. Probes at each phase: an
 empty due scan (nothing due: pure overhead) and delivering ``tombstone_probe`` due
 timers, timed, with RocksDB's ``rocksdb.number.iter.skip`` ticker (entries the
-iterators stepped over) where the store has it. Phases: fresh; after D deliveries; after
-a restart (the scan starts at the persisted watermark); after ``housekeep`` (watermark
-advance, range delete, compaction), in process and after another restart.
+iterators stepped over) where the store has it; and a point read of the oldest delivered
+identity and a topic-log read from offset 0, with the data blocks each touched. Phases:
+fresh; after D deliveries; after a restart (the scan starts at the persisted watermark);
+after ``housekeep`` (watermark advance, range delete, compaction), in process and after
+another restart.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from typing import Any
 from bench.measure import now_ms
 from bench.scenarios.common import Column, Context, fixed, timers
 from bench.systems import BenchSystem, Skip, SystemSpec
+from bench.systems.base import TOPIC
 from bench.systems.engine_system import EngineSystem
+from storage.rocks import RocksTimerStore
 
 KEY = "tombstones"
 NUMBER = 9
@@ -29,6 +33,15 @@ TITLE = "Tombstones: due-scan cost after many deliveries"
 PAYLOAD = 100
 CHUNK = 50_000
 SKIP = "rocksdb.number.iter.skip"
+BLOCKS = ("rocksdb.block.cache.data.miss", "rocksdb.block.cache.data.hit")
+# RocksDB's background jobs read blocks too and the tickers are process-wide: the read
+# probes wait (bounded) until no flush or compaction runs or is pending
+BACKGROUND = (
+    "rocksdb.num-running-compactions",
+    "rocksdb.num-running-flushes",
+    "rocksdb.compaction-pending",
+)
+QUIET_TIMEOUT_S = 300.0
 REPEAT = 5  # empty scans after the first one: their median shows what later ticks pay
 PHASES = ("fresh", "delivered", "restarted", "housekept", "housekept_restarted")
 
@@ -41,6 +54,12 @@ def columns(ctx: Context) -> list[Column]:
         )
     for phase in PHASES:
         cols.append(Column(f"phases.{phase}.iter_skip", f"skipped {phase}", better="lower"))
+    for phase in PHASES:
+        cols.append(Column(f"phases.{phase}.get_blocks", f"get blocks {phase}", better="lower"))
+    for phase in PHASES:
+        cols.append(
+            Column(f"phases.{phase}.log_read_blocks", f"log read blocks {phase}", better="lower")
+        )
     cols.append(Column("phases.restarted.empty_scan_again_ms", "later scans restarted", "ms"))
     cols.append(Column("phases.restarted.iter_skip_again", "skipped later restarted"))
     cols.append(Column("housekeep_s", "housekeep", "s", better="lower"))
@@ -60,6 +79,34 @@ class Prober:
 
     def skip(self) -> int | None:
         return self.system.ticker(SKIP) if isinstance(self.system, EngineSystem) else None
+
+    def blocks(self) -> int | None:
+        if not isinstance(self.system, EngineSystem):
+            return None
+        counts = [self.system.ticker(name) for name in BLOCKS]
+        return None if None in counts else sum(c for c in counts if c is not None)
+
+    def reads(self) -> dict[str, Any]:
+        """A point read of the oldest delivered identity and a topic-log read from offset 0:
+        the reads that sit under the most range tombstones and overwritten identities."""
+        s = self.system
+        if not isinstance(s, EngineSystem):
+            return {}
+        out: dict[str, Any] = {"background_wait_s": _wait_quiet(s.store)}
+        for name, read in (
+            ("get", lambda: s.store.get(TOPIC, "d0")),
+            ("log_read", lambda: s.store.read_log(TOPIC, 0, 10)),
+        ):
+            skip0, blocks0 = self.skip(), self.blocks()
+            started = time.perf_counter()
+            read()
+            out[f"{name}_ms"] = (time.perf_counter() - started) * 1000
+            skip1, blocks1 = self.skip(), self.blocks()
+            out[f"{name}_iter_skip"] = None if skip0 is None or skip1 is None else skip1 - skip0
+            out[f"{name}_blocks"] = (
+                None if blocks0 is None or blocks1 is None else blocks1 - blocks0
+            )
+        return out
 
     def deliver_at(self, due_ms: int, count: int, prefix: str, start: int) -> None:
         """Schedule ``count`` timers due at ``due_ms`` and deliver them all."""
@@ -92,6 +139,7 @@ class Prober:
             "iter_skip": None if skip0 is None or skip1 is None else skip1 - skip0,
             "iter_skip_again": None if skip1 is None or skip_again is None else skip_again - skip1,
             "iter_skip_probe": None if skip_again is None or skip2 is None else skip2 - skip_again,
+            **self.reads(),
         }
 
     def empty_scan_ms(self, t: int) -> float:
@@ -144,6 +192,19 @@ def run(spec: SystemSpec, ctx: Context) -> dict[str, Any]:
         return out
     finally:
         system.close()
+
+
+def _wait_quiet(store: Any) -> float | None:
+    """Seconds until the RocksDB store has no background job (None: not a RocksDB store)."""
+    if not isinstance(store, RocksTimerStore):
+        return None
+    started = time.perf_counter()
+    families = store.handles.cfs.values()
+    while time.perf_counter() - started < QUIET_TIMEOUT_S:
+        if not any(cf.property_int_value(p) for cf in families for p in BACKGROUND):
+            break
+        time.sleep(0.1)
+    return time.perf_counter() - started
 
 
 def _plain(value: Any) -> Any:
