@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -215,46 +215,51 @@ def limits_of(request: RequestLimits) -> Limits:
     return Limits(request.max_payload_bytes, request.max_headers, request.max_headers_bytes)
 
 
-def stage(
-    spark: SparkSession,
-    input_path: str,
-    stage_dir: str,
-    *,
-    fmt: str | None = None,
-    times: JobTimes,
-    limits: Limits,
-    partitions: int | None = None,
-    rejects_path: str | None = None,
-    progress: Progress = lambda message: None,
-) -> ImportSummary:
-    """Stage ``input_path`` as SST files plus a manifest in ``stage_dir``."""
+class _Phases:
+    """Seconds per job phase, each measured from the end of the one before."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.started = self.mark = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(now - self.mark, 3)
+        self.progress(f"{name}: {self.seconds[name]:.1f} s")
+        self.mark = now
+
+    def total(self) -> float:
+        return round(time.perf_counter() - self.started, 3)
+
+
+class _Encoded(NamedTuple):
+    """The encoded rows (persisted) and what encoding them gathered on the way."""
+
+    frame: DataFrame
+    columns: list[str]  # the input's own columns, for the rejects file
+    samples: Any  # accumulator: sampled keys of both families
+    ids_stats: Any  # accumulator: the ids SSTs' statistics
+    accepted: int
+    rejected: int
+    blocks: list[Any]  # per (file, block): lines, valid, rejected
+
+
+def _encode(
+    spark: SparkSession, input_path: str, fmt: str, times: JobTimes, limits: Limits
+) -> _Encoded:
+    """Read and encode every row (persisted), then count each block's valid and rejected."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    fmt = fmt or guess_format(input_path)
-    started = time.perf_counter()
-    phases: dict[str, float] = {}
-
-    def phase(name: str, since: float) -> float:
-        now = time.perf_counter()
-        phases[name] = round(now - since, 3)
-        progress(f"{name}: {phases[name]:.1f} s")
-        return now
-
-    os.makedirs(stage_dir, exist_ok=True)
     source = read_input(spark, input_path, fmt)
-    original_columns = [c for c in source.columns if c not in ("_file", "_block")]
+    columns = [c for c in source.columns if c not in ("_file", "_block")]
     if fmt != "jsonl":
         source = prevalidate(source, times)
     sc = spark.sparkContext
     samples, ids_stats = merge_accumulator(sc), merge_accumulator(sc)
     encode = partial(
-        encode_batches,
-        fmt=fmt,
-        columns=original_columns,
-        times=times,
-        limits=limits,
-        samples=samples,
+        encode_batches, fmt=fmt, columns=columns, times=times, limits=limits, samples=samples
     )
     encoded = source.mapInArrow(encode, ENCODED_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
     blocks = (
@@ -268,58 +273,92 @@ def stage(
     )
     accepted = sum(r["valid"] or 0 for r in blocks)
     rejected = sum(r["rejected"] or 0 for r in blocks)
-    mark = phase("read and encode", started)
-    progress(f"rows read {accepted + rejected}, accepted {accepted}, rejected {rejected}")
+    return _Encoded(encoded, columns, samples, ids_stats, accepted, rejected, blocks)
 
+
+def _write_rejects(encoded: _Encoded, path: str, fmt: str) -> None:
+    """The rejected rows in the input's format, in input order, each with its line."""
+    from pyspark.sql import functions as F
+
+    offsets = _row_offsets(encoded.blocks)
+    rows = (
+        (r["raw"], r["reason"], r["file"], offsets[(r["file"], r["block"])] + r["idx"] + 1)
+        for r in encoded.frame.filter(F.col("status") == STATUS_REJECTED)
+        .select("file", "block", "idx", "reason", "raw")
+        .orderBy("file", "block", "idx")
+        .toLocalIterator()
+    )
+    rejects.write(path, fmt, encoded.columns, rows)
+
+
+def _stage_files(
+    spark: SparkSession, encoded: _Encoded, stage_dir: str, partitions: int | None
+) -> tuple[list[StagedFile], dict[str, int]]:
+    """Write both families' SST files; return them and the distinct timers per topic."""
+    count = partitions or max(
+        spark.sparkContext.defaultParallelism, math.ceil(encoded.accepted / KEYS_PER_FILE)
+    )
+    written = _write_families(
+        encoded.frame, count, stage_dir, encoded.samples.value, encoded.ids_stats
+    )
+    timer_files = [tuple(r) for r in written.collect()]
+    files: list[StagedFile] = []
+    per_topic: dict[str, int] = {}
+    for family, path, n, size, first, last, topics in sorted(
+        [*encoded.ids_stats.value.values(), *timer_files], key=lambda r: (r[0], r[1])
+    ):
+        files.append(StagedFile(family, path, n, size, first.hex(), last.hex()))
+        if family == "ids":
+            for topic, k in msgspec.json.decode(topics).items():
+                per_topic[topic] = per_topic.get(topic, 0) + k
+    return files, per_topic
+
+
+def stage(
+    spark: SparkSession,
+    input_path: str,
+    stage_dir: str,
+    *,
+    fmt: str | None = None,
+    times: JobTimes,
+    limits: Limits,
+    partitions: int | None = None,
+    rejects_path: str | None = None,
+    progress: Progress = lambda message: None,
+) -> ImportSummary:
+    """Stage ``input_path`` as SST files plus a manifest in ``stage_dir``."""
+    fmt = fmt or guess_format(input_path)
+    phases = _Phases(progress)
+    os.makedirs(stage_dir, exist_ok=True)
+    encoded = _encode(spark, input_path, fmt, times, limits)
+    accepted, rejected = encoded.accepted, encoded.rejected
+    phases.done("read and encode")
+    progress(f"rows read {accepted + rejected}, accepted {accepted}, rejected {rejected}")
     rejects_path = rejects_path or os.path.join(stage_dir, f"rejects.{fmt}")
     if rejected:
-        offsets = _row_offsets(blocks)
-        rows = (
-            (
-                r["raw"],
-                r["reason"],
-                r["file"],
-                offsets[(r["file"], r["block"])] + r["idx"] + 1,
-            )
-            for r in encoded.filter(F.col("status") == STATUS_REJECTED)
-            .select("file", "block", "idx", "reason", "raw")
-            .orderBy("file", "block", "idx")
-            .toLocalIterator()
-        )
-        rejects.write(rejects_path, fmt, original_columns, rows)
-        mark = phase("rejects", mark)
-
+        _write_rejects(encoded, rejects_path, fmt)
+        phases.done("rejects")
     files: list[StagedFile] = []
     per_topic: dict[str, int] = {}
     if accepted:
-        count = partitions or max(
-            spark.sparkContext.defaultParallelism, math.ceil(accepted / KEYS_PER_FILE)
-        )
-        written = _write_families(encoded, count, stage_dir, samples.value, ids_stats)
-        timer_files = [tuple(r) for r in written.collect()]
-        for family, path, n, size, first, last, topics in sorted(
-            [*ids_stats.value.values(), *timer_files], key=lambda r: (r[0], r[1])
-        ):
-            files.append(StagedFile(family, path, n, size, first.hex(), last.hex()))
-            if family == "ids":
-                for topic, k in msgspec.json.decode(topics).items():
-                    per_topic[topic] = per_topic.get(topic, 0) + k
-        mark = phase("last row wins and SSTs", mark)
-    encoded.unpersist()
+        files, per_topic = _stage_files(spark, encoded, stage_dir, partitions)
+        phases.done("last row wins and SSTs")
+    encoded.frame.unpersist()
     distinct = sum(per_topic.values())
     progress(f"distinct timers {distinct}, duplicates {accepted - distinct}, files {len(files)}")
-
-    manifest = Manifest(
-        created_at_ms=times.now_ms,
-        floor_ms=times.floor_ms,
-        files=files,
-        pending_by_topic=per_topic,
-        rows_read=accepted + rejected,
-        accepted=accepted,
-        rejected=rejected,
-        duplicates=accepted - distinct,
+    write_manifest(
+        stage_dir,
+        Manifest(
+            created_at_ms=times.now_ms,
+            floor_ms=times.floor_ms,
+            files=files,
+            pending_by_topic=per_topic,
+            rows_read=accepted + rejected,
+            accepted=accepted,
+            rejected=rejected,
+            duplicates=accepted - distinct,
+        ),
     )
-    write_manifest(stage_dir, manifest)
     return ImportSummary(
         input=input_path,
         format=fmt,
@@ -332,6 +371,6 @@ def stage(
         timers=distinct,
         files=len(files),
         bytes=sum(f.bytes for f in files),
-        seconds=round(time.perf_counter() - started, 3),
-        phases=phases,
+        seconds=phases.total(),
+        phases=phases.seconds,
     )
