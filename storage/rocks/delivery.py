@@ -22,7 +22,7 @@ from storage.names import validate_name
 from storage.protocol import LOG_SINK, DueTimer, ScheduleResult, TimerState
 from storage.rocks import keys as layout
 from storage.rocks.core import RocksCore
-from storage.rocks.counters import SINK_TOTAL_PREFIX
+from storage.rocks.counters import SINK_TOTAL_PREFIX, CounterDelta
 from storage.rocks.db import iter_items
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -71,56 +71,68 @@ def commit_delivered(
     core: RocksCore, timers: Sequence[DueTimer], delivered_ms: int, sink: str
 ) -> list[int]:
     hd = core.handles.handles
-    cf_timers, cf_ids, cf_log = hd["timers"], hd["ids"], hd["topiclog"]
-    encode, tag, raw_of = _encode, layout.DELIVERED_TAG, msgspec.Raw
-    log_entry, delivered_record = records.RawLogEntry, records.DeliveredRecord
-    to_log = sink == LOG_SINK
     with core.lock:
         batch = rd.WriteBatch(raw_mode=True)
-        put, delete = batch.put, batch.delete
         delta = core.delta()
-        offsets, keys, journal = [], [], []  # journal: the idents (see storage.rocks.keys)
         pages: dict[str, tuple[int, list[records.RawLogEntry]]] = {}
-        for t in timers:
-            key, r = t.key, t.record
-            ident = key[8:]
-            attempts = r.attempts + 1
-            offset = -1
-            if to_log:
-                page = pages.get(t.topic)
-                if page is None:
-                    page = pages[t.topic] = (delta.next_offset(t.topic), [])
-                entries = page[1]
-                offset = page[0] + len(entries)
-                raw = raw_of(t.raw or encode(r))
-                entries.append(log_entry(t.id, t.key_ms, attempts, raw))
-            done = delivered_record(
-                delivered_ms, offset, t.key_ms, r.requested_deliver_at_ms,
-                r.created_at_ms, attempts, sink,
-            )  # fmt: skip
-            put(ident, tag + encode(done), cf_ids)
-            offsets.append(offset)
-            keys.append(key)
-            journal.append(ident)
+        offsets = _put_delivered(batch, hd["ids"], timers, delivered_ms, sink, delta, pages)
+        keys = [t.key for t in timers]
         scanned = core.take_clean_range(keys)
         if scanned is not None:  # nothing else lives in the range: one range tombstone
-            batch.delete_range(scanned[0], scanned[1], cf_timers)
+            batch.delete_range(scanned[0], scanned[1], hd["timers"])
         else:
             for key in keys:
-                delete(key, cf_timers)
+                batch.delete(key, hd["timers"])
         for topic, (first, entries) in pages.items():
             delta.take_offsets(topic, first, len(entries))
-            page_bytes = encode(records.RawLogPage(delivered_ms, entries))
-            put(layout.log_key(topic.encode(), first), page_bytes, cf_log)
+            page_bytes = _encode(records.RawLogPage(delivered_ms, entries))
+            batch.put(layout.log_key(topic.encode(), first), page_bytes, hd["topiclog"])
         for topic, count in Counter(t.topic for t in timers).items():
             delta.pending[topic] -= count
+        journal = [key[8:] for key in keys]  # the idents (see storage.rocks.keys)
         sequence = core.counters.totals["journal_seq"]
-        put(layout.journal_key(delivered_ms, sequence), encode(journal), hd["journal"])
+        batch.put(layout.journal_key(delivered_ms, sequence), _encode(journal), hd["journal"])
         delta.totals["journal_seq"] += 1
         delta.totals["delivered"] += len(timers)
         delta.totals[SINK_TOTAL_PREFIX + sink] += len(timers)
         core.write(batch, delta)
         core.settle(keys)
+    return offsets
+
+
+def _put_delivered(
+    batch: rd.WriteBatch,
+    cf_ids: rd.ColumnFamily,
+    timers: Sequence[DueTimer],
+    delivered_ms: int,
+    sink: str,
+    delta: CounterDelta,
+    pages: dict[str, tuple[int, list[records.RawLogEntry]]],
+) -> list[int]:
+    """Per timer: its delivered record over its ``ids`` entry and, for the embedded log,
+    its stored bytes appended to its topic's page in ``pages``; return the log offsets
+    (-1 each for another sink). The per-timer loop of the commit, written for speed."""
+    put, encode, tag, raw_of = batch.put, _encode, layout.DELIVERED_TAG, msgspec.Raw
+    log_entry, delivered_record = records.RawLogEntry, records.DeliveredRecord
+    to_log = sink == LOG_SINK
+    offsets = []
+    for t in timers:
+        r = t.record
+        attempts = r.attempts + 1
+        offset = -1
+        if to_log:
+            page = pages.get(t.topic)
+            if page is None:
+                page = pages[t.topic] = (delta.next_offset(t.topic), [])
+            entries = page[1]
+            offset = page[0] + len(entries)
+            entries.append(log_entry(t.id, t.key_ms, attempts, raw_of(t.raw or encode(r))))
+        done = delivered_record(
+            delivered_ms, offset, t.key_ms, r.requested_deliver_at_ms,
+            r.created_at_ms, attempts, sink,
+        )  # fmt: skip
+        put(t.key[8:], tag + encode(done), cf_ids)
+        offsets.append(offset)
     return offsets
 
 
