@@ -76,7 +76,12 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         _require_positive("limits", self.limits)
         _require_positive("housekeeping", self.housekeeping)
         _require_positive("sinks", self.sinks)
-        for name in ("block_cache_bytes", "write_buffer_bytes", "write_buffer_total_bytes"):
+        for name in (
+            "block_cache_bytes",
+            "write_buffer_bytes",
+            "timers_write_buffer_bytes",
+            "write_buffer_total_bytes",
+        ):
             if getattr(self.rocks, name) < 1:
                 raise ConfigError(f"rocks.{name} must be at least 1", field=f"rocks.{name}")
 

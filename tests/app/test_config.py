@@ -50,6 +50,7 @@ def test_nested_fields_are_set_as_section_double_underscore_field() -> None:
         ({"TIMERSTORE_LOG_FORMAT": "xml"}, "log_format"),
         ({"TIMERSTORE_METRICS_PUBLIC": "maybe"}, "metrics_public"),
         ({"TIMERSTORE_WHEEL__PRECISION_MS": "0"}, "precision_ms"),
+        ({"TIMERSTORE_ROCKS__TIMERS_WRITE_BUFFER_BYTES": "0"}, "rocks.timers_write_buffer_bytes"),
     ],
 )
 def test_a_bad_setting_is_a_config_error_naming_it(environ: dict[str, str], field: str) -> None:

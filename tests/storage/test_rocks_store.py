@@ -211,3 +211,35 @@ def test_housekeeping_expires_done_and_topic_log_after_retention(tmp_path):
         assert store.topics()[0].log_end_offset == 3
     finally:
         store.close()
+
+
+def _family_options(path) -> dict[str, dict[str, str]]:
+    """The column-family options RocksDB wrote to its newest OPTIONS file."""
+    [options_file] = sorted(path.glob("OPTIONS-*"))[-1:]
+    families: dict[str, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    for line in options_file.read_text().splitlines():
+        line = line.strip()
+        if line.startswith('[CFOptions "'):
+            current = families.setdefault(line.split('"')[1], {})
+        elif line.startswith("["):
+            current = None
+        elif current is not None and "=" in line:
+            name, _, value = line.partition("=")
+            current[name] = value
+    return families
+
+
+def test_memtable_sizes_and_the_timers_level0_trigger_reach_rocksdb(tmp_path):
+    """Read back from the OPTIONS file RocksDB writes: the settings reach the database,
+    and the timers family keeps 128 MiB of L0 before compacting whatever its memtable."""
+    settings = RocksSettings(
+        str(tmp_path / "r"), write_buffer_bytes=4 << 20, timers_write_buffer_bytes=8 << 20
+    )
+    RocksTimerStore(settings).close()
+    families = _family_options(tmp_path / "r")
+    for name in ("ids", "topiclog", "deadletter", "journal", "meta", "control"):
+        assert int(families[name]["write_buffer_size"]) == 4 << 20, name
+        assert int(families[name]["level0_file_num_compaction_trigger"]) == 4, name
+    assert int(families["timers"]["write_buffer_size"]) == 8 << 20
+    assert int(families["timers"]["level0_file_num_compaction_trigger"]) == 16
