@@ -18,7 +18,7 @@ rd_key = Any  # the binding's key union; raw mode only ever sees bytes
 FAMILIES = ("timers", "ids", "topiclog", "deadletter", "journal", "meta", "control")
 POINT_LOOKUP_FAMILIES = ("ids", "deadletter")  # read by multi-get of whole keys, never scanned
 FORMAT_VERSION = 2
-TIMERS_LEVEL0_BYTES = 128 << 20  # 4 files x 32 MiB: RocksDB's default trigger, our old size
+TIMERS_REFERENCE_MEMTABLE_BYTES = 32 << 20  # the size RocksDB's L0 file-count defaults suit
 FORMAT_KEY = b"format_version"
 # Format 1 (the first layout) kept deliveries in a family of its own named "done".
 _FORMAT_1_FAMILY = "done"
@@ -33,12 +33,12 @@ class RocksSettings:
     disable_wal: bool = False  # benchmark only: loses unflushed writes on a crash
     block_cache_bytes: int = 64 << 20
     # Memtables are small on purpose: ids takes one insert per scheduled and one per
-    # delivered timer, timers one per scheduled timer, at keys in no order, and a skiplist
-    # that stays shallow and in the CPU caches costs less per insert (docs/perf.md: ids at
-    # 8 MiB cut the commit's write from 3.1 to 1.8 us per timer, timers at 16 MiB the
-    # schedule from 5.8 to 4.9 us). Timers not smaller: see _timers_level0_trigger.
+    # delivered timer at keys in no order, and a skiplist that stays shallow and in the CPU
+    # caches costs less per insert (docs/perf.md: 32 -> 8 MiB cut the commit's write from
+    # 3.1 to 1.8 us per timer). Timers keep 32 MiB: smaller, its L0 compacts and stalls by
+    # file count sooner, and 4 KB payloads enqueued slower at 2,000,000 pending.
     write_buffer_bytes: int = 8 << 20  # per column family memtable, but timers
-    timers_write_buffer_bytes: int = 16 << 20
+    timers_write_buffer_bytes: int = 32 << 20
     # all memtables together: when they pass this RocksDB flushes, so memory stays bounded
     # by configuration whatever the write rate and the number of families
     write_buffer_total_bytes: int = 128 << 20
@@ -77,7 +77,10 @@ def _family_options(settings: RocksSettings, cache: rd.Cache, name: str) -> rd.O
     opts.set_write_buffer_size(settings.write_buffer_bytes)
     if name == "timers":
         opts.set_write_buffer_size(settings.timers_write_buffer_bytes)
-        opts.set_level_zero_file_num_compaction_trigger(_timers_level0_trigger(settings))
+        compact, slowdown, stop = _timers_level0_triggers(settings)
+        opts.set_level_zero_file_num_compaction_trigger(compact)
+        opts.set_level_zero_slowdown_writes_trigger(slowdown)
+        opts.set_level_zero_stop_writes_trigger(stop)
     opts.set_disable_auto_compactions(settings.disable_auto_compactions)
     if name in POINT_LOOKUP_FAMILIES:
         # a bloom filter over the memtable's whole keys: a schedule's multi-get of new ids
@@ -91,16 +94,18 @@ def _family_options(settings: RocksSettings, cache: rd.Cache, name: str) -> rd.O
     return opts
 
 
-def _timers_level0_trigger(settings: RocksSettings) -> int:
-    """L0 files of ``timers`` before they compact: as many as hold TIMERS_LEVEL0_BYTES.
+def _timers_level0_triggers(settings: RocksSettings) -> tuple[int, int, int]:
+    """L0 files of ``timers`` before compaction, slowdown and stop: RocksDB's defaults
+    (4, 20, 36 files) scaled so that L0 holds as many bytes as with 32 MiB memtables.
 
     Timer keys arrive in no order, so every L0 file overlaps all of L1 and each L0
-    compaction rewrites L1. RocksDB's default trigger (4 files) with 8 MiB memtables
-    compacted four times as often as with 32 MiB, and the enqueue rate at 10,000,000
-    pending fell to 0.56-0.66 of the rate at 0 (0.83-0.87 before); 16 MiB x 8 files kept
-    0.84 (docs/perf.md).
+    compaction rewrites L1: with 8 MiB memtables and the default trigger, L0 compacted
+    four times as often and the enqueue rate at 10,000,000 pending fell to 0.56-0.66 of
+    the rate at 0 (0.83-0.87 at 32 MiB); and the stalls count files, so smaller files
+    stall on fewer bytes (docs/perf.md).
     """
-    return max(4, TIMERS_LEVEL0_BYTES // settings.timers_write_buffer_bytes)
+    scale = max(1, TIMERS_REFERENCE_MEMTABLE_BYTES // settings.timers_write_buffer_bytes)
+    return 4 * scale, 20 * scale, 36 * scale
 
 
 def _refuse_format_1(path: str) -> None:

@@ -230,9 +230,9 @@ def _family_options(path) -> dict[str, dict[str, str]]:
     return families
 
 
-def test_memtable_sizes_and_the_timers_level0_trigger_reach_rocksdb(tmp_path):
+def test_memtable_sizes_and_the_timers_level0_triggers_reach_rocksdb(tmp_path):
     """Read back from the OPTIONS file RocksDB writes: the settings reach the database,
-    and the timers family keeps 128 MiB of L0 before compacting whatever its memtable."""
+    and a smaller timers memtable keeps as many L0 bytes before compaction and stalls."""
     settings = RocksSettings(
         str(tmp_path / "r"), write_buffer_bytes=4 << 20, timers_write_buffer_bytes=8 << 20
     )
@@ -241,5 +241,18 @@ def test_memtable_sizes_and_the_timers_level0_trigger_reach_rocksdb(tmp_path):
     for name in ("ids", "topiclog", "deadletter", "journal", "meta", "control"):
         assert int(families[name]["write_buffer_size"]) == 4 << 20, name
         assert int(families[name]["level0_file_num_compaction_trigger"]) == 4, name
-    assert int(families["timers"]["write_buffer_size"]) == 8 << 20
-    assert int(families["timers"]["level0_file_num_compaction_trigger"]) == 16
+    timers = families["timers"]
+    assert int(timers["write_buffer_size"]) == 8 << 20
+    assert int(timers["level0_file_num_compaction_trigger"]) == 16
+    assert int(timers["level0_slowdown_writes_trigger"]) == 80
+    assert int(timers["level0_stop_writes_trigger"]) == 144
+
+
+def test_default_memtables_small_for_ids_and_rocksdb_defaults_for_timers(tmp_path):
+    RocksTimerStore(RocksSettings(str(tmp_path / "r"))).close()
+    families = _family_options(tmp_path / "r")
+    assert int(families["ids"]["write_buffer_size"]) == 8 << 20
+    timers = families["timers"]
+    assert int(timers["write_buffer_size"]) == 32 << 20
+    assert [int(timers[f"level0_{n}"]) for n in ("file_num_compaction_trigger",
+            "slowdown_writes_trigger", "stop_writes_trigger")] == [4, 20, 36]  # fmt: skip

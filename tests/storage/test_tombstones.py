@@ -68,6 +68,7 @@ def test_a_million_range_deleted_deliveries_leave_scans_and_reads_flat(tmp_path,
         statistics=True,
         disable_auto_compactions=True,
         write_buffer_bytes=256 << 20,
+        timers_write_buffer_bytes=256 << 20,
         write_buffer_total_bytes=1 << 30,
     )
     store = RocksTimerStore(settings)
