@@ -1,7 +1,9 @@
 """Child of the control crash test: puts control values on either store until killed.
 
 Run as ``python -m tests.conformance.control_child KIND PATH``; prints ``P name`` after
-each put returned (acknowledged) and ``D name`` after each acknowledged delete.
+each put returned (acknowledged), ``X name`` before each delete (an intent: a kill may
+land after the delete is durable but before it is acknowledged) and ``D name`` after each
+acknowledged delete.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ def main(kind: str, path: str) -> None:
         print(f"P {name}", flush=True)
         if n % 5 == 4:
             victim = f"topic-{n - 2}"
+            print(f"X {victim}", flush=True)
             assert store.control.delete("route", victim)
             print(f"D {victim}", flush=True)
 
