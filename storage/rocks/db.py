@@ -74,13 +74,14 @@ def _family_options(settings: RocksSettings, cache: rd.Cache, name: str) -> rd.O
     table.set_block_cache(cache)
     table.set_bloom_filter(10, False)
     opts.set_block_based_table_factory(table)
-    opts.set_write_buffer_size(settings.write_buffer_bytes)
     if name == "timers":
         opts.set_write_buffer_size(settings.timers_write_buffer_bytes)
         compact, slowdown, stop = _timers_level0_triggers(settings)
         opts.set_level_zero_file_num_compaction_trigger(compact)
         opts.set_level_zero_slowdown_writes_trigger(slowdown)
         opts.set_level_zero_stop_writes_trigger(stop)
+    else:
+        opts.set_write_buffer_size(settings.write_buffer_bytes)
     opts.set_disable_auto_compactions(settings.disable_auto_compactions)
     if name in POINT_LOOKUP_FAMILIES:
         # a bloom filter over the memtable's whole keys: a schedule's multi-get of new ids

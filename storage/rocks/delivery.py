@@ -75,7 +75,10 @@ def commit_delivered(
         batch = rd.WriteBatch(raw_mode=True)
         delta = core.delta()
         pages: dict[str, tuple[int, list[records.RawLogEntry]]] = {}
-        offsets = _put_delivered(batch, hd["ids"], timers, delivered_ms, sink, delta, pages)
+        journal: list[bytes] = []  # the idents (see storage.rocks.keys)
+        offsets = _put_delivered(
+            batch, hd["ids"], timers, delivered_ms, sink, delta, pages, journal
+        )
         keys = [t.key for t in timers]
         scanned = core.take_clean_range(keys)
         if scanned is not None:  # nothing else lives in the range: one range tombstone
@@ -89,7 +92,6 @@ def commit_delivered(
             batch.put(layout.log_key(topic.encode(), first), page_bytes, hd["topiclog"])
         for topic, count in Counter(t.topic for t in timers).items():
             delta.pending[topic] -= count
-        journal = [key[8:] for key in keys]  # the idents (see storage.rocks.keys)
         sequence = core.counters.totals["journal_seq"]
         batch.put(layout.journal_key(delivered_ms, sequence), _encode(journal), hd["journal"])
         delta.totals["journal_seq"] += 1
@@ -108,11 +110,14 @@ def _put_delivered(
     sink: str,
     delta: CounterDelta,
     pages: dict[str, tuple[int, list[records.RawLogEntry]]],
+    journal: list[bytes],
 ) -> list[int]:
-    """Per timer: its delivered record over its ``ids`` entry and, for the embedded log,
-    its stored bytes appended to its topic's page in ``pages``; return the log offsets
-    (-1 each for another sink). The per-timer loop of the commit, written for speed."""
+    """Per timer: its delivered record over its ``ids`` entry, its ident appended to
+    ``journal`` and, for the embedded log, its stored bytes appended to its topic's page in
+    ``pages``; return the log offsets (-1 each for another sink). The per-timer loop of the
+    commit, written for speed."""
     put, encode, tag, raw_of = batch.put, _encode, layout.DELIVERED_TAG, msgspec.Raw
+    add_ident = journal.append
     log_entry, delivered_record = records.RawLogEntry, records.DeliveredRecord
     to_log = sink == LOG_SINK
     offsets = []
@@ -131,7 +136,9 @@ def _put_delivered(
             delivered_ms, offset, t.key_ms, r.requested_deliver_at_ms,
             r.created_at_ms, attempts, sink,
         )  # fmt: skip
-        put(t.key[8:], tag + encode(done), cf_ids)
+        ident = t.key[8:]
+        put(ident, tag + encode(done), cf_ids)
+        add_ident(ident)
         offsets.append(offset)
     return offsets
 
