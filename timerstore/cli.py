@@ -1,9 +1,9 @@
 """The ``timerstore`` console script: the composition root, above every layer.
 
-Each subcommand lives with the package it drives (``api.server``, ``bench.cli``,
-``pipeline.cli``) and offers ``register(subparsers)``. They are imported here with plain
-imports: this module is the only one allowed to see every layer, and a subcommand whose
-import fails is an error, not a silently missing command.
+Each subcommand lives with the package it drives (``api.server``, ``app.migrate_cli``,
+``bench.cli``, ``pipeline.cli``) and offers ``register(subparsers)``. They are imported
+here with plain imports: this module is the only one allowed to see every layer, and a
+subcommand whose import fails is an error, not a silently missing command.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import sys
 from collections.abc import Sequence
 
 from api import server
+from app import migrate_cli
 from bench import cli as bench_cli
 from pipeline import cli as pipeline_cli
 from storage.errors import ConfigError, StoreOpenError
 
-COMMANDS = (server, bench_cli, pipeline_cli)
+COMMANDS = (server, migrate_cli, bench_cli, pipeline_cli)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -109,22 +109,28 @@ def _timers_level0_triggers(settings: RocksSettings) -> tuple[int, int, int]:
     return 4 * scale, 20 * scale, 36 * scale
 
 
-def _refuse_format_1(path: str) -> None:
+def is_format_1(path: str) -> bool:
+    """True when ``path`` holds a database the first layout wrote (it has ``done``)."""
     if not os.path.exists(os.path.join(path, "CURRENT")):
-        return
+        return False
     try:
         families = rd.Rdict.list_cf(path)
     except Exception as exc:  # the binding raises a bare Exception for every RocksDB error
         raise StoreOpenError(f"cannot open the RocksDB store in {path}: {exc}") from exc
-    if _FORMAT_1_FAMILY in families:
-        raise _format_error(path, 1)
+    return _FORMAT_1_FAMILY in families
 
 
 def _format_error(path: str, found: int) -> StoreFormatError:
+    if found == 1:
+        what_to_do = (
+            "Stop the service and run `timerstore migrate` with the same settings: it "
+            "rewrites the directory in format 2 and keeps the old one beside it."
+        )
+    else:
+        what_to_do = "Run the timerstore version that wrote it, or start on an empty directory."
     return StoreFormatError(
         f"{path} holds timerstore RocksDB data format {found}; this version reads format "
-        f"{FORMAT_VERSION}. Export the timers with the version that wrote it (or let it "
-        f"deliver them), then start this version on an empty data directory.",
+        f"{FORMAT_VERSION}. {what_to_do}",
         found=found,
         expected=FORMAT_VERSION,
     )
@@ -144,7 +150,8 @@ def _check_format(path: str, meta: rd.Rdict) -> None:
 def open_db(settings: RocksSettings) -> RocksHandles:
     """Open (or create) the store's database; StoreOpenError names the directory and cause."""
     os.makedirs(settings.path, exist_ok=True)
-    _refuse_format_1(settings.path)
+    if is_format_1(settings.path):
+        raise _format_error(settings.path, 1)
     cache = rd.Cache(settings.block_cache_bytes)
     options = rd.Options(raw_mode=True)
     options.create_if_missing(True)

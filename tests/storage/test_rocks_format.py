@@ -41,7 +41,7 @@ def test_a_format_1_directory_is_refused_naming_the_version_and_what_to_do(tmp_p
         RocksTimerStore(RocksSettings(path))
     message = str(caught.value)
     assert path in message and "format 1" in message and "format 2" in message
-    assert "empty data directory" in message
+    assert "timerstore migrate" in message
     assert (caught.value.found, caught.value.expected) == (1, 2)
     assert isinstance(caught.value, StoreOpenError)
 
