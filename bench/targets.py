@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 ROCKS = "rocks"
@@ -25,96 +26,98 @@ def _figures(results: dict[str, Any], scenario: str) -> dict[str, Any] | None:
     return figures
 
 
-def _target(
-    name: str,
-    text: str,
-    value: Any,
-    met: bool | None,
-    scenario: str,
-    full_size: int | None,
-    size: Any,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Scope:
+    """A target's scenario, its size in a full run and the size this run gave it."""
+
+    scenario: str
+    full_size: int | None
+    size: Any
+
+
+def _target(name: str, text: str, value: Any, met: bool | None, scope: _Scope) -> dict[str, Any]:
     return {
         "name": name,
-        "scenario": scenario,
+        "scenario": scope.scenario,
         "target": text,
         "value": value,
         "met": met,
-        "at_full_size": full_size is None or size == full_size,
-        "size": size,
+        "at_full_size": scope.full_size is None or scope.size == scope.full_size,
+        "size": scope.size,
     }
 
 
 def judge(results: dict[str, Any], full: dict[str, Any]) -> list[dict[str, Any]]:
-    out = []
+    """Every target, judged on ``results``; ``met`` is None where its figure is missing."""
+    return [
+        *_burst_targets(results, full["burst_timers"]),
+        _steady_target(results, full["steady_rate"]),
+        _recovery_target(results, full["recovery_pending"]),
+        *_growth_targets(results, full["growth_targets"]),
+    ]
+
+
+def _burst_targets(results: dict[str, Any], full_timers: int) -> list[dict[str, Any]]:
     burst = _figures(results, "burst")
-    size = None if burst is None else burst.get("timers")
-    full_burst = full["burst_timers"]
+    scope = _Scope("burst", full_timers, None if burst is None else burst.get("timers"))
     all_s = dig(burst, "deliver_all_s")
     missing = dig(burst, "never_delivered")
-    out.append(
+    p99 = dig(burst, "lateness.p99_ms")
+    rss = dig(burst, "rss_growth_mb")
+    return [
         _target(
             "burst_all_delivered_4s",
             "burst: every timer delivered within 4 s of the due instant",
             all_s,
             None if burst is None else all_s is not None and all_s <= 4 and missing == 0,
-            "burst",
-            full_burst,
-            size,
-        )
-    )
-    p99 = dig(burst, "lateness.p99_ms")
-    out.append(
+            scope,
+        ),
         _target(
             "burst_p99_4s",
             "burst: p99 lateness under 4 s",
             p99,
             None if p99 is None else p99 < 4000,
-            "burst",
-            full_burst,
-            size,
-        )
-    )
-    rss = dig(burst, "rss_growth_mb")
-    out.append(
+            scope,
+        ),
         _target(
             "burst_rss_500mb",
             "burst: RSS growth under 500 MB",
             rss,
             None if rss is None else rss < 500,
-            "burst",
-            full_burst,
-            size,
-        )
-    )
+            scope,
+        ),
+    ]
+
+
+def _steady_target(results: dict[str, Any], full_rate: int) -> dict[str, Any]:
     steady = _figures(results, "steady")
-    sp99 = dig(steady, "lateness.p99_ms")
-    out.append(
-        _target(
-            "steady_p99_20ms",
-            "steady: p99 lateness under 20 ms",
-            sp99,
-            None if sp99 is None else sp99 < 20,
-            "steady",
-            full["steady_rate"],
-            dig(steady, "rate_offered"),
-        )
+    p99 = dig(steady, "lateness.p99_ms")
+    return _target(
+        "steady_p99_20ms",
+        "steady: p99 lateness under 20 ms",
+        p99,
+        None if p99 is None else p99 < 20,
+        _Scope("steady", full_rate, dig(steady, "rate_offered")),
     )
+
+
+def _recovery_target(results: dict[str, Any], full_pending: int) -> dict[str, Any]:
     rec = _figures(results, "recovery")
     lost = dig(rec, "lost")
-    out.append(
-        _target(
-            "recovery_lost_0",
-            "recovery: 0 timers lost after SIGKILL",
-            lost,
-            None if lost is None else lost == 0,
-            "recovery",
-            full["recovery_pending"],
-            dig(rec, "timers"),
-        )
+    return _target(
+        "recovery_lost_0",
+        "recovery: 0 timers lost after SIGKILL",
+        lost,
+        None if lost is None else lost == 0,
+        _Scope("recovery", full_pending, dig(rec, "timers")),
     )
+
+
+def _growth_targets(results: dict[str, Any], full_pending: dict[str, int]) -> list[dict[str, Any]]:
+    """One target per payload size; each one's full size is its pending count."""
     growth = _figures(results, "growth")
-    for payload, target in full["growth_targets"].items():
+    out = []
+    for payload, target in full_pending.items():
         ratio = dig(growth, f"variants.p{payload}.end_vs_start")
         out.append(
             _target(
@@ -122,9 +125,7 @@ def judge(results: dict[str, Any], full: dict[str, Any]) -> list[dict[str, Any]]
                 f"growth ({payload} B): enqueue rate at the end at least 70% of the rate at 0",
                 ratio,
                 None if ratio is None else ratio >= 0.7,
-                "growth",
-                target,
-                dig(growth, f"variants.p{payload}.pending_end"),
+                _Scope("growth", target, dig(growth, f"variants.p{payload}.pending_end")),
             )
         )
     return out
