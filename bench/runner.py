@@ -10,11 +10,19 @@ import subprocess
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from bench.measure import io_write_bytes, machine_info, versions
 from bench.scenarios.common import Context
@@ -83,6 +91,18 @@ def _pending_of(figures: dict[str, Any]) -> int | None:
     return stats.get("pending")
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What every scenario-on-system step of one run shares: sizes, places, display."""
+
+    sizes: Sizes
+    data_dir: str
+    keep_data: bool
+    console: Console
+    progress: Progress
+    overall: TaskID
+
+
 def run_bench(
     scenarios: list[ModuleType],
     specs: list[SystemSpec],
@@ -95,74 +115,101 @@ def run_bench(
 ) -> dict[str, Any]:
     data_dir = os.path.join(out_dir, "data")
     results: dict[str, Any] = {
-        "meta": {
-            "started_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "mode": sizes.name,
-            "argv": argv or [],
-            "sizes": sizes.to_json(),
-            "machine": machine_info(),
-            "versions": versions(),
-            "git_commit": git_commit(),
-            "systems": [
-                {
-                    "name": s.name,
-                    "family": s.family,
-                    "description": s.description,
-                    "durable": s.durable,
-                    "scale": s.scale,
-                    "available": s.unavailable is None,
-                    "reason": s.unavailable,
-                }
-                for s in specs
-            ],
-            "settings": {
-                "engine": "EngineSettings defaults (tick 10 ms, scan batch 1000, queue 100,000)",
-                "rocks": "RocksSettings defaults (WAL on, no fsync per write, 64 MB cache)",
-                "blob_min_bytes": sizes.growth_blob_min_bytes,
-                "workdir": data_dir,
-            },
-        },
+        "meta": _meta(specs, sizes, data_dir, argv),
         "scenarios": {},
     }
     total = len(scenarios) * len(specs)
     console = Console(stderr=True, quiet=quiet)
-    columns = (
+    with Progress(*_progress_columns(), console=console, disable=quiet) as progress:
+        overall = progress.add_task("all scenarios", total=total)
+        run = _Run(sizes, data_dir, keep_data, console, progress, overall)
+        for module in scenarios:
+            entry = _scenario_entry(module)
+            results["scenarios"][module.KEY] = entry
+            for spec in specs:
+                entry["systems"][spec.name] = _run_with_progress(run, module, spec)
+    if not keep_data:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    results["meta"]["finished_utc"] = _utc_now()
+    return results
+
+
+def _utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _meta(
+    specs: list[SystemSpec], sizes: Sizes, data_dir: str, argv: list[str] | None
+) -> dict[str, Any]:
+    """The run's description: when, how big, on what machine and code, which systems."""
+    return {
+        "started_utc": _utc_now(),
+        "mode": sizes.name,
+        "argv": argv or [],
+        "sizes": sizes.to_json(),
+        "machine": machine_info(),
+        "versions": versions(),
+        "git_commit": git_commit(),
+        "systems": [_system_meta(s) for s in specs],
+        "settings": {
+            "engine": "EngineSettings defaults (tick 10 ms, scan batch 1000, queue 100,000)",
+            "rocks": "RocksSettings defaults (WAL on, no fsync per write, 64 MB cache)",
+            "blob_min_bytes": sizes.growth_blob_min_bytes,
+            "workdir": data_dir,
+        },
+    }
+
+
+def _system_meta(spec: SystemSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "family": spec.family,
+        "description": spec.description,
+        "durable": spec.durable,
+        "scale": spec.scale,
+        "available": spec.unavailable is None,
+        "reason": spec.unavailable,
+    }
+
+
+def _progress_columns() -> tuple[ProgressColumn, ...]:
+    return (
         TextColumn("{task.description}"),
         BarColumn(),
         TextColumn("{task.percentage:>3.0f}%"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console, disable=quiet) as progress:
-        overall = progress.add_task("all scenarios", total=total)
-        for module in scenarios:
-            entry: dict[str, Any] = {
-                "number": module.NUMBER,
-                "title": module.TITLE,
-                "doc": (module.__doc__ or "").strip(),
-                "systems": {},
-            }
-            results["scenarios"][module.KEY] = entry
-            for spec in specs:
-                label = f"{module.NUMBER}. {module.KEY} · {spec.name}"
-                task = progress.add_task(label, total=1.0)
-                workdir = os.path.join(data_dir, module.KEY, spec.name)
 
-                def tick(fraction: float, task: Any = task) -> None:
-                    if fraction:
-                        progress.update(task, completed=min(1.0, fraction))
 
-                ctx = Context(sizes, workdir, tick)
-                entry["systems"][spec.name] = run_one(module, spec, ctx)
-                status = entry["systems"][spec.name]["status"]
-                progress.update(task, completed=1.0, description=f"{label} [{status}]")
-                progress.advance(overall)
-                if status == "error":
-                    console.print(entry["systems"][spec.name]["traceback"])
-                if not keep_data:
-                    shutil.rmtree(workdir, ignore_errors=True)
-                progress.remove_task(task)
-                console.log(f"{label}: {status}")
-    if not keep_data:
-        shutil.rmtree(data_dir, ignore_errors=True)
-    results["meta"]["finished_utc"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    return results
+def _scenario_entry(module: ModuleType) -> dict[str, Any]:
+    """A scenario's place in the results; ``systems`` is filled as each system runs."""
+    return {
+        "number": module.NUMBER,
+        "title": module.TITLE,
+        "doc": (module.__doc__ or "").strip(),
+        "systems": {},
+    }
+
+
+def _run_with_progress(run: _Run, module: ModuleType, spec: SystemSpec) -> dict[str, Any]:
+    """``run_one`` under its own progress bar; its data removed afterwards unless kept."""
+    progress = run.progress
+    label = f"{module.NUMBER}. {module.KEY} · {spec.name}"
+    task = progress.add_task(label, total=1.0)
+    workdir = os.path.join(run.data_dir, module.KEY, spec.name)
+
+    def tick(fraction: float) -> None:
+        if fraction:
+            progress.update(task, completed=min(1.0, fraction))
+
+    result = run_one(module, spec, Context(run.sizes, workdir, tick))
+    status = result["status"]
+    progress.update(task, completed=1.0, description=f"{label} [{status}]")
+    progress.advance(run.overall)
+    if status == "error":
+        run.console.print(result["traceback"])
+    if not run.keep_data:
+        shutil.rmtree(workdir, ignore_errors=True)
+    progress.remove_task(task)
+    run.console.log(f"{label}: {status}")
+    return result
