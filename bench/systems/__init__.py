@@ -131,61 +131,72 @@ def _aps_opener(name: str, sqlite: bool, grace_default: bool) -> Opener:
 
 
 def all_specs() -> list[SystemSpec]:
-    specs = [
-        SystemSpec(
-            ROCKS,
-            "rocks",
-            "RocksDB store through the Engine",
-            _engine_opener(ROCKS, _rocks),
-            True,
-            True,
+    """Every system, in the order the results and the report list them."""
+    return [
+        _rocks_spec(),
+        *(_wheel_spec(precision_ms) for precision_ms in (1000, 10)),
+        _heap_spec(),
+        *(
+            _aps_spec(store, scale, cap, grace_default)
+            for store, scale, cap in (("memory", 0.25, 250_000), ("sqlite", 0.02, 20_000))
+            for grace_default in (True, False)
         ),
     ]
-    for precision_ms in (1000, 10):
-        name = f"wheel-{precision_ms}ms"
-        specs.append(
-            SystemSpec(
-                name,
-                "wheel",
-                f"RIP-43 time wheel at {precision_ms} ms precision through the Engine",
-                _engine_opener(name, _wheel(precision_ms)),
-                True,
-                True,
-                precision_ms=precision_ms,
-            )
-        )
-    specs.append(  # about 500 B of Python objects per timer: 20M would not fit in memory
-        SystemSpec(
-            "heap",
-            "heap",
-            "in-memory heapq, no durability",
-            _heap_opener("heap"),
-            True,
-            False,
-            max_timers=5_000_000,
-        )
+
+
+def _rocks_spec() -> SystemSpec:
+    return SystemSpec(
+        ROCKS,
+        "rocks",
+        "RocksDB store through the Engine",
+        _engine_opener(ROCKS, _rocks),
+        True,
+        True,
     )
-    for store, scale, cap in (("memory", 0.25, 250_000), ("sqlite", 0.02, 20_000)):
-        for grace_default in (True, False):
-            suffix = "" if grace_default else "-nograce"
-            name = f"aps-{store}{suffix}"
-            grace = (
-                "misfire_grace_time default (1 s)" if grace_default else "misfire_grace_time None"
-            )
-            specs.append(
-                SystemSpec(
-                    name,
-                    "aps",
-                    f"APScheduler 3 date jobs, {store} job store, {grace}",
-                    _aps_opener(name, store == "sqlite", grace_default),
-                    False,
-                    store == "sqlite",
-                    scale=scale,
-                    max_timers=cap,
-                    delivery_only=not grace_default,
-                )
-            )
-    return specs
+
+
+def _wheel_spec(precision_ms: int) -> SystemSpec:
+    name = f"wheel-{precision_ms}ms"
+    return SystemSpec(
+        name,
+        "wheel",
+        f"RIP-43 time wheel at {precision_ms} ms precision through the Engine",
+        _engine_opener(name, _wheel(precision_ms)),
+        True,
+        True,
+        precision_ms=precision_ms,
+    )
+
+
+def _heap_spec() -> SystemSpec:
+    # about 500 B of Python objects per timer: 20M would not fit in memory
+    return SystemSpec(
+        "heap",
+        "heap",
+        "in-memory heapq, no durability",
+        _heap_opener("heap"),
+        True,
+        False,
+        max_timers=5_000_000,
+    )
+
+
+def _aps_spec(store: str, scale: float, cap: int, grace_default: bool) -> SystemSpec:
+    """APScheduler on the ``store`` job store, at ``scale`` of a scenario's size up to ``cap``."""
+    suffix = "" if grace_default else "-nograce"
+    name = f"aps-{store}{suffix}"
+    grace = "misfire_grace_time default (1 s)" if grace_default else "misfire_grace_time None"
+    return SystemSpec(
+        name,
+        "aps",
+        f"APScheduler 3 date jobs, {store} job store, {grace}",
+        _aps_opener(name, store == "sqlite", grace_default),
+        False,
+        store == "sqlite",
+        scale=scale,
+        max_timers=cap,
+        delivery_only=not grace_default,
+    )
 
 
 def select_specs(wanted: list[str] | None) -> list[SystemSpec]:
