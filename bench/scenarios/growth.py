@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from bench.measure import now_ms
 from bench.scenarios.common import Column, Context, chunks, timers
 from bench.systems import SystemSpec
-from bench.systems.base import TOPIC
+from bench.systems.base import TOPIC, BenchSystem
 from bench.systems.engine_system import EngineSystem
 
 KEY = "growth"
@@ -91,13 +92,24 @@ def read_cost(
     }
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """One variant's enqueue: ``windows`` windows of ``window_timers`` timers each."""
+
+    payload_bytes: int
+    windows: int
+    window_timers: int
+    start_ms: int
+    share: tuple[int, int]  # (variants done, variants in all) for the progress fraction
+
+
 def run_variant(
     spec: SystemSpec, ctx: Context, name: str, size: int, blob: bool, share: tuple[int, int]
 ) -> dict[str, Any]:
     s = ctx.sizes
     target = spec.size(s.growth_targets[size])
     window = max(1, target // s.growth_windows)
-    start_ms = now_ms()
+    plan = _Plan(size, s.growth_windows, window, now_ms(), share)
     blob_min = s.growth_blob_min_bytes if blob else None
     system = ctx.open(
         spec,
@@ -106,50 +118,72 @@ def run_variant(
         blob_min_bytes=blob_min,
         statistics=spec.family == "rocks",  # compaction byte tickers for claim 2
     )
-    rng = ctx.rng
-    rates: list[float] = []
-    pending: list[int] = []
     try:
-        for w in range(s.growth_windows):
-            items = timers(
-                "g",
-                w * window,
-                window,
-                lambda _i: start_ms + DAY_MS + rng.randrange(30 * DAY_MS),
-                size,
-                rng,
-            )
-            t0 = time.perf_counter()
-            for part in chunks(items, s.batch):
-                system.schedule(part, start_ms)
-            rates.append(window / (time.perf_counter() - t0))
-            pending.append((w + 1) * window)
-            ctx.progress((share[0] + (w + 1) / s.growth_windows) / share[1])
+        rates = _enqueue_windows(system, ctx, plan)
         out: dict[str, Any] = {
             "payload_bytes": size,
             "blob_min_bytes": blob_min,
             "pending_end": system.pending(),
-            "window_timers": window,
-            "rates": rates,
-            "pending": pending,
-            "rate_start": _edge(rates, last=False),
-            "rate_end": _edge(rates, last=True),
-            "rate_min": min(rates),
-            "rate_max": max(rates),
+            **_rate_figures(rates, plan),
         }
-        out["end_vs_start"] = out["rate_end"] / out["rate_start"]
         if isinstance(system, EngineSystem):
-            ids = [
-                f"g{rng.randrange(window * s.growth_windows)}" for _ in range(s.growth_read_gets)
-            ]
-            # a due scan 40 days ahead is one bounded range read for RocksDB; a wheel walks
-            # every slot up to it (millions at 10 ms), which is not a read-cost figure
-            scan = spec.family == "rocks"
-            out.update(read_cost(system, ctx, start_ms + 40 * DAY_MS, ids, scan))
-            out["counters"] = system.counters()
+            out.update(_read_figures(system, spec, ctx, plan))
         return out
     finally:
         system.close()
+
+
+def _enqueue_windows(system: BenchSystem, ctx: Context, plan: _Plan) -> list[float]:
+    """Schedules the plan's windows one after the other; each window's rate (timers/s)."""
+    rng = ctx.rng
+    rates: list[float] = []
+    for w in range(plan.windows):
+        items = timers(
+            "g",
+            w * plan.window_timers,
+            plan.window_timers,
+            lambda _i: plan.start_ms + DAY_MS + rng.randrange(30 * DAY_MS),
+            plan.payload_bytes,
+            rng,
+        )
+        t0 = time.perf_counter()
+        for part in chunks(items, ctx.sizes.batch):
+            system.schedule(part, plan.start_ms)
+        rates.append(plan.window_timers / (time.perf_counter() - t0))
+        ctx.progress((plan.share[0] + (w + 1) / plan.windows) / plan.share[1])
+    return rates
+
+
+def _rate_figures(rates: list[float], plan: _Plan) -> dict[str, Any]:
+    """Each window's rate with the pending count at its end, and the end against the start."""
+    rate_start, rate_end = _edge(rates, last=False), _edge(rates, last=True)
+    return {
+        "window_timers": plan.window_timers,
+        "rates": rates,
+        "pending": [(w + 1) * plan.window_timers for w in range(plan.windows)],
+        "rate_start": rate_start,
+        "rate_end": rate_end,
+        "rate_min": min(rates),
+        "rate_max": max(rates),
+        "end_vs_start": rate_end / rate_start,
+    }
+
+
+def _read_figures(
+    system: EngineSystem, spec: SystemSpec, ctx: Context, plan: _Plan
+) -> dict[str, Any]:
+    """Read cost on the grown store (random gets, and a due scan for RocksDB), its counters."""
+    ids = [
+        f"g{ctx.rng.randrange(plan.window_timers * plan.windows)}"
+        for _ in range(ctx.sizes.growth_read_gets)
+    ]
+    # a due scan 40 days ahead is one bounded range read for RocksDB; a wheel walks
+    # every slot up to it (millions at 10 ms), which is not a read-cost figure
+    scan = spec.family == "rocks"
+    return {
+        **read_cost(system, ctx, plan.start_ms + 40 * DAY_MS, ids, scan),
+        "counters": system.counters(),
+    }
 
 
 def run(spec: SystemSpec, ctx: Context) -> dict[str, Any]:
