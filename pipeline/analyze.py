@@ -76,49 +76,12 @@ def load(spark: SparkSession, path: str) -> DataFrame:
 
 def analyze(spark: SparkSession, deliveries: str, report_dir: str) -> Analysis:
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     started = time.perf_counter()
     os.makedirs(report_dir, exist_ok=True)
     df = load(spark, deliveries).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        overall_df = df.agg(
-            *_aggregates(),
-            F.min("delivered_at_ms").alias("first"),
-            F.max("delivered_at_ms").alias("last"),
-        ).withColumn("key", F.lit("all"))
-        first = overall_df.collect()[0]
-        if not first["deliveries"]:
-            raise ValueError(f"no deliveries in {deliveries}")
-        by_topic = df.groupBy("topic").agg(*_aggregates())
-        by_minute = df.groupBy("minute_ms").agg(*_aggregates())
-        by_second = df.groupBy("second").agg(F.count("*").alias("deliveries"))
-        outputs = {
-            "summary": overall_df,
-            "by_topic": by_topic,
-            "by_minute": by_minute,
-            "by_second": by_second,
-        }
-        for name, frame in outputs.items():
-            frame.coalesce(1).write.mode("overwrite").parquet(
-                os.path.join(report_dir, f"{name}.parquet")
-            )
-        per_second = [
-            (int(r["second"]), int(r["deliveries"])) for r in by_second.orderBy("second").collect()
-        ]
-        minutes = _rows(by_minute, "minute_ms")
-        span_s = max((first["last"] - first["first"]) / 1000, 1.0)
-        analysis = Analysis(
-            overall=_rows(overall_df, "key")[0],
-            by_topic=_rows(by_topic, "topic"),
-            by_minute=minutes,
-            first_delivered_ms=int(first["first"]),
-            last_delivered_ms=int(first["last"]),
-            mean_per_s=round(first["deliveries"] / span_s, 1),
-            peak_per_s=max(count for _, count in per_second),
-            seconds=0.0,
-            files=[f"{name}.parquet" for name in outputs],
-        )
+        analysis, per_second = _summarise(df, deliveries, report_dir)
     finally:
         df.unpersist()
     pictures = charts.draw(report_dir, analysis, per_second)
@@ -129,6 +92,69 @@ def analyze(spark: SparkSession, deliveries: str, report_dir: str) -> Analysis:
     )
     charts.write_markdown(os.path.join(report_dir, "report.md"), deliveries, analysis, pictures)
     return analysis
+
+
+def _summarise(
+    df: DataFrame, deliveries: str, report_dir: str
+) -> tuple[Analysis, list[tuple[int, int]]]:
+    """The loaded history's aggregates, written as Parquet files; the analysis, per-second counts.
+
+    ``seconds`` is left at 0 and ``files`` names the Parquet files only: ``analyze`` adds the
+    time taken, the charts and ``report.md``.
+    """
+    overall_df = _overall(df)
+    first = overall_df.collect()[0]
+    if not first["deliveries"]:
+        raise ValueError(f"no deliveries in {deliveries}")
+    outputs = {"summary": overall_df, **_breakdowns(df)}
+    _write_parquet(outputs, report_dir)
+    per_second = [
+        (int(r["second"]), int(r["deliveries"]))
+        for r in outputs["by_second"].orderBy("second").collect()
+    ]
+    minutes = _rows(outputs["by_minute"], "minute_ms")
+    span_s = max((first["last"] - first["first"]) / 1000, 1.0)
+    analysis = Analysis(
+        overall=_rows(overall_df, "key")[0],
+        by_topic=_rows(outputs["by_topic"], "topic"),
+        by_minute=minutes,
+        first_delivered_ms=int(first["first"]),
+        last_delivered_ms=int(first["last"]),
+        mean_per_s=round(first["deliveries"] / span_s, 1),
+        peak_per_s=max(count for _, count in per_second),
+        seconds=0.0,
+        files=[f"{name}.parquet" for name in outputs],
+    )
+    return analysis, per_second
+
+
+def _overall(df: DataFrame) -> DataFrame:
+    """One row keyed ``all``: the whole history's aggregates, its first and last delivery."""
+    from pyspark.sql import functions as F
+
+    return df.agg(
+        *_aggregates(),
+        F.min("delivered_at_ms").alias("first"),
+        F.max("delivered_at_ms").alias("last"),
+    ).withColumn("key", F.lit("all"))
+
+
+def _breakdowns(df: DataFrame) -> dict[str, DataFrame]:
+    from pyspark.sql import functions as F
+
+    return {
+        "by_topic": df.groupBy("topic").agg(*_aggregates()),
+        "by_minute": df.groupBy("minute_ms").agg(*_aggregates()),
+        "by_second": df.groupBy("second").agg(F.count("*").alias("deliveries")),
+    }
+
+
+def _write_parquet(outputs: dict[str, DataFrame], report_dir: str) -> None:
+    """Each frame as ``<name>.parquet`` in ``report_dir``, one file each."""
+    for name, frame in outputs.items():
+        frame.coalesce(1).write.mode("overwrite").parquet(
+            os.path.join(report_dir, f"{name}.parquet")
+        )
 
 
 def to_dict(analysis: Analysis) -> dict[str, Any]:
