@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -42,6 +43,7 @@ from storage.rocks import keys as layout
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
 
 STATUS_VALID, STATUS_REJECTED, STATUS_BLANK = 0, 1, 2
 
@@ -63,21 +65,54 @@ def prevalidate(df: DataFrame, times: JobTimes) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    kinds = {f.name: f.dataType for f in df.schema.fields}
+    cols = _InputColumns({f.name: f.dataType for f in df.schema.fields})
+    at, at_sure = cols.integer("deliver_at_ms")
+    delay, delay_sure = cols.integer("delay_ms")
+    deliver = F.when(cols.present("deliver_at_ms"), at).otherwise(F.lit(times.base_ms) + delay)
+    ok = (
+        cols.name_ok("topic")
+        & cols.name_ok("id")
+        & (cols.present("deliver_at_ms") != cols.present("delay_ms"))
+        & at_sure
+        & delay_sure
+        & _in_range(at)
+        & _in_range(delay)
+        & deliver.between(0, MAX_MS)
+        & ~(cols.present("payload") & cols.present("payload_b64"))
+        & cols.of_type("payload", T.StringType, T.BinaryType)
+        & cols.of_type("payload_b64", T.StringType)
+    )
+    ok = F.coalesce(ok, F.lit(False))
+    return df.select("*", ok.alias("_ok"), F.when(ok, deliver).alias("_deliver_ms"))
 
-    def present(name: str) -> Column:
-        return F.col(name).isNotNull() if name in kinds else F.lit(False)
 
-    def name_ok(name: str) -> Column:
-        if not isinstance(kinds.get(name), T.StringType):
+@dataclass(frozen=True)
+class _InputColumns:
+    """The checks on the input's columns, in SQL: each depends on its column's type, or absence."""
+
+    kinds: dict[str, DataType]
+
+    def present(self, name: str) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.col(name).isNotNull() if name in self.kinds else F.lit(False)
+
+    def name_ok(self, name: str) -> Column:
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        if not isinstance(self.kinds.get(name), T.StringType):
             return F.lit(False)  # absent or not text: encode_row says why
         return F.col(name).rlike(NAME_PATTERN)
 
-    def integer(name: str) -> tuple[Column, Column]:
+    def integer(self, name: str) -> tuple[Column, Column]:
         """(value as long, whether the SQL value is surely what Python reads)."""
-        if name not in kinds:
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        if name not in self.kinds:
             return F.lit(None).cast("long"), F.lit(True)
-        col, kind = F.col(name), kinds[name]
+        col, kind = F.col(name), self.kinds[name]
         if isinstance(kind, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
             return col.cast("long"), F.lit(True)
         if isinstance(kind, T.StringType):
@@ -85,32 +120,16 @@ def prevalidate(df: DataFrame, times: JobTimes) -> DataFrame:
             return F.when(digits, col.cast("long")), col.isNull() | digits
         return F.lit(None).cast("long"), col.isNull()
 
-    def in_range(value: Column) -> Column:
-        return value.isNull() | value.between(0, MAX_MS)
+    def of_type(self, name: str, *allowed: type) -> Column:
+        from pyspark.sql import functions as F
 
-    def of_type(name: str, *allowed: type) -> Column:
-        if name not in kinds or isinstance(kinds[name], allowed):
+        if name not in self.kinds or isinstance(self.kinds[name], allowed):
             return F.lit(True)
-        return ~present(name)
+        return ~self.present(name)
 
-    at, at_sure = integer("deliver_at_ms")
-    delay, delay_sure = integer("delay_ms")
-    deliver = F.when(present("deliver_at_ms"), at).otherwise(F.lit(times.base_ms) + delay)
-    ok = (
-        name_ok("topic")
-        & name_ok("id")
-        & (present("deliver_at_ms") != present("delay_ms"))
-        & at_sure
-        & delay_sure
-        & in_range(at)
-        & in_range(delay)
-        & deliver.between(0, MAX_MS)
-        & ~(present("payload") & present("payload_b64"))
-        & of_type("payload", T.StringType, T.BinaryType)
-        & of_type("payload_b64", T.StringType)
-    )
-    ok = F.coalesce(ok, F.lit(False))
-    return df.select("*", ok.alias("_ok"), F.when(ok, deliver).alias("_deliver_ms"))
+
+def _in_range(value: Column) -> Column:
+    return value.isNull() | value.between(0, MAX_MS)
 
 
 def _positions(batch: pa.RecordBatch, counters: Counter[tuple[str, int]]) -> list[int]:
