@@ -29,6 +29,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -346,19 +347,8 @@ def stage(
     encoded.frame.unpersist()
     distinct = sum(per_topic.values())
     progress(f"distinct timers {distinct}, duplicates {accepted - distinct}, files {len(files)}")
-    write_manifest(
-        stage_dir,
-        Manifest(
-            created_at_ms=times.now_ms,
-            floor_ms=times.floor_ms,
-            files=files,
-            pending_by_topic=per_topic,
-            rows_read=accepted + rejected,
-            accepted=accepted,
-            rejected=rejected,
-            duplicates=accepted - distinct,
-        ),
-    )
+    counts = _RowCounts(accepted, rejected, distinct)
+    write_manifest(stage_dir, _manifest(times, files, per_topic, counts))
     return ImportSummary(
         input=input_path,
         format=fmt,
@@ -367,10 +357,36 @@ def stage(
         rows_read=accepted + rejected,
         accepted=accepted,
         rejected=rejected,
-        duplicates=accepted - distinct,
+        duplicates=counts.duplicates,
         timers=distinct,
         files=len(files),
         bytes=sum(f.bytes for f in files),
         seconds=phases.total(),
         phases=phases.seconds,
+    )
+
+
+@dataclass(frozen=True)
+class _RowCounts:
+    accepted: int
+    rejected: int
+    distinct: int  # accepted timers after last-row-wins
+
+    @property
+    def duplicates(self) -> int:
+        return self.accepted - self.distinct
+
+
+def _manifest(
+    times: JobTimes, files: list[StagedFile], per_topic: dict[str, int], counts: _RowCounts
+) -> Manifest:
+    return Manifest(
+        created_at_ms=times.now_ms,
+        floor_ms=times.floor_ms,
+        files=files,
+        pending_by_topic=per_topic,
+        rows_read=counts.accepted + counts.rejected,
+        accepted=counts.accepted,
+        rejected=counts.rejected,
+        duplicates=counts.duplicates,
     )
