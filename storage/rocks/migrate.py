@@ -22,9 +22,11 @@ What format 1 did not keep, and what the migration writes instead:
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 import msgspec
@@ -92,23 +94,42 @@ def migrate_format_1(settings: RocksSettings) -> MigrationReport:
     backup, work = path + BACKUP_SUFFIX, path + MIGRATING_SUFFIX
     if os.path.exists(backup):
         raise StoreOpenError(f"{backup} exists (an earlier migration's backup): move it away")
-    shutil.rmtree(work, ignore_errors=True)  # what an interrupted run left
-    source = _open_format_1(path)
-    try:
-        target = open_db(replace(settings, path=work))
+    with _locked(path):
+        shutil.rmtree(work, ignore_errors=True)  # what an interrupted run left
+        source = _open_format_1(path)
         try:
-            counts = _copy_all(source, target)
+            target = open_db(replace(settings, path=work))
+            try:
+                counts = _copy_all(source, target)
+            finally:
+                target.close()
         finally:
-            target.close()
-    finally:
-        source.close()
-    _check(replace(settings, path=work), counts)
-    os.rename(path, backup)
-    os.rename(work, path)
+            source.close()
+        _check(replace(settings, path=work), counts)
+        os.rename(path, backup)
+        os.rename(work, path)
     return MigrationReport(
         path, backup, counts.pending, counts.delivered_records, counts.log_messages,
         counts.log_pages, counts.dead_letters, counts.journal_pages,
     )  # fmt: skip
+
+
+@contextmanager
+def _locked(path: str) -> Iterator[None]:
+    """Hold RocksDB's own LOCK file (an fcntl lock, as RocksDB takes it) while migrating:
+    a read-only open does not take it, and a service still writing the old directory
+    would lose what it wrote after the copy."""
+    fd = os.open(os.path.join(path, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            raise StoreOpenError(
+                f"{path} is in use by another process (a running service?): stop it first"
+            ) from exc
+        yield
+    finally:
+        os.close(fd)
 
 
 def _open_format_1(path: str) -> rd.Rdict:

@@ -18,7 +18,7 @@ import pytest
 import rocksdict as rd
 
 from storage import records
-from storage.errors import ConflictError, StoreCorruptError, StoreFormatError
+from storage.errors import ConflictError, StoreCorruptError, StoreFormatError, StoreOpenError
 from storage.protocol import LOG_SINK, NewTimer, TimerState
 from storage.rocks import RocksSettings, RocksTimerStore
 from storage.rocks import migrate as migration
@@ -226,3 +226,33 @@ def test_log_pages_keep_the_creation_time_and_attempts_of_each_message(migrated)
     assert {e.record.created_at_ms for e in entries} == {NOW_MS}  # from each delivery record
     retried = [e for e in entries if e.id == "o-10"]
     assert [(e.attempts, e.record.attempts) for e in retried] == [(2, 1)]
+
+
+HOLD_OPEN = """
+import sys, rocksdict as rd
+path = sys.argv[1]
+families = {n: rd.Options(raw_mode=True) for n in rd.Rdict.list_cf(path) if n != "default"}
+db = rd.Rdict(path, rd.Options(raw_mode=True), column_families=families)
+print("open", flush=True)
+sys.stdin.readline()
+db.close()
+"""
+
+
+def test_a_directory_another_process_holds_open_is_not_migrated(tmp_path):
+    settings = _format_1_copy(tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_OPEN, settings.path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        with pytest.raises(StoreOpenError, match="in use by another process"):
+            migration.migrate_format_1(settings)
+        assert is_format_1(settings.path)
+        assert not Path(settings.path + migration.BACKUP_SUFFIX).exists()
+    finally:
+        holder.communicate("\n", timeout=30)
+    assert migration.migrate_format_1(settings).pending == 8  # free again: it goes through
