@@ -18,10 +18,11 @@ from storage.rocks.keys import read_u64, u64
 
 TOTALS = ("delivered", "cancelled", "dead_lettered", "journal_seq")
 SINK_TOTAL_PREFIX = "sink:"  # totals["sink:<name>"]: deliveries taken by that sink
-_TOTAL_PREFIX = b"total:"
-_PENDING_PREFIX = b"pending:"
-_OFFSET_PREFIX = b"next_offset:"
-_LOG_START_PREFIX = b"log_start:"
+# meta keys: the same names and u64 values as in format 1 (storage.rocks.migrate copies them)
+TOTAL_KEY_PREFIX = b"total:"
+PENDING_KEY_PREFIX = b"pending:"
+OFFSET_KEY_PREFIX = b"next_offset:"
+LOG_START_KEY_PREFIX = b"log_start:"
 WATERMARK_KEY = b"watermark_ms"
 
 
@@ -41,15 +42,15 @@ class Counters:
             if name == WATERMARK_KEY:
                 counters.watermark_ms = number
             for prefix, target in (
-                (_PENDING_PREFIX, counters.pending_by_topic),
-                (_OFFSET_PREFIX, counters.next_offset),
-                (_LOG_START_PREFIX, counters.log_start),
+                (PENDING_KEY_PREFIX, counters.pending_by_topic),
+                (OFFSET_KEY_PREFIX, counters.next_offset),
+                (LOG_START_KEY_PREFIX, counters.log_start),
             ):
                 # a topic whose pending count went to 0 is dropped, as apply() does in memory
                 if name.startswith(prefix) and (number or target is not counters.pending_by_topic):
                     target[name[len(prefix) :].decode()] = number
-            if name.startswith(_TOTAL_PREFIX):
-                counters.totals[name[len(_TOTAL_PREFIX) :].decode()] = number
+            if name.startswith(TOTAL_KEY_PREFIX):
+                counters.totals[name[len(TOTAL_KEY_PREFIX) :].decode()] = number
         return counters
 
 
@@ -80,15 +81,17 @@ class CounterDelta:
         c = self._counters
         for name, delta in self.totals.items():
             if delta:
-                batch.put(_TOTAL_PREFIX + name.encode(), u64(c.totals.get(name, 0) + delta), meta)
+                batch.put(
+                    TOTAL_KEY_PREFIX + name.encode(), u64(c.totals.get(name, 0) + delta), meta
+                )
         for topic, delta in self.pending.items():
             if delta:
                 value = c.pending_by_topic.get(topic, 0) + delta
-                batch.put(_PENDING_PREFIX + topic.encode(), u64(value), meta)
+                batch.put(PENDING_KEY_PREFIX + topic.encode(), u64(value), meta)
         for topic, offset in self.offsets.items():
-            batch.put(_OFFSET_PREFIX + topic.encode(), u64(offset), meta)
+            batch.put(OFFSET_KEY_PREFIX + topic.encode(), u64(offset), meta)
         for topic, start in self.log_start.items():
-            batch.put(_LOG_START_PREFIX + topic.encode(), u64(start), meta)
+            batch.put(LOG_START_KEY_PREFIX + topic.encode(), u64(start), meta)
         if self.watermark_ms is not None:
             batch.put(WATERMARK_KEY, u64(self.watermark_ms), meta)
 

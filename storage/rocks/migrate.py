@@ -6,7 +6,8 @@ behind ``DELIVERED_TAG``), writes the log in pages and journal pages of idents
 (``storage.rocks.keys``). ``timers``, pending ``ids``, ``deadletter`` and the counters in
 ``meta`` have the same keys and bytes in both and are copied as they are.
 
-The migration never writes into the old directory: it builds format 2 in
+The migration never writes data into the old directory (it only holds RocksDB's LOCK
+file there): it builds format 2 in
 ``<path>.migrating``, opens the result as a store and checks its counts against what it
 copied, and only then renames ``<path>`` to ``<path>.format-1`` (kept for the operator to
 delete) and the new directory to ``<path>``. Interrupted at any point, the old directory
@@ -16,8 +17,8 @@ What format 1 did not keep, and what the migration writes instead:
 - the attempt count of a delivery: from its journal entry (same batch, same retention);
 - the sink of a delivery: ``log`` when it has a topic-log offset, else ``callback``
   (format 1's only other sink); the per-sink totals are split the same way;
-- the creation time of a log message: from its delivery's journal entry while that is
-  retained (24 h by default), else its requested delivery time.
+- the creation time of a log message: from its delivery record (same offset) while that
+  is retained (24 h by default), else its requested delivery time.
 """
 
 from __future__ import annotations
@@ -36,7 +37,12 @@ from storage import records
 from storage.errors import StoreCorruptError, StoreOpenError
 from storage.protocol import LOG_SINK
 from storage.rocks import keys as layout
-from storage.rocks.counters import SINK_TOTAL_PREFIX
+from storage.rocks.counters import (
+    LOG_START_KEY_PREFIX,
+    OFFSET_KEY_PREFIX,
+    SINK_TOTAL_PREFIX,
+    TOTAL_KEY_PREFIX,
+)
 from storage.rocks.db import RocksHandles, RocksSettings, is_format_1, iter_items, open_db
 from storage.rocks.store import RocksTimerStore
 
@@ -44,9 +50,6 @@ CALLBACK_SINK = "callback"  # format 1's in-process sink, the only one besides t
 MIGRATING_SUFFIX = ".migrating"
 BACKUP_SUFFIX = ".format-1"
 CHUNK = 1000  # entries per WriteBatch, and the most messages per log page
-_TOTAL_PREFIX = b"total:"
-_OFFSET_PREFIX = b"next_offset:"
-_LOG_START_PREFIX = b"log_start:"
 
 
 class Format1Done(msgspec.Struct, array_like=True, frozen=True):
@@ -176,16 +179,16 @@ def _copy_meta(source: rd.Rdict, target: RocksHandles) -> int:
     logged = expired = 0
     for key, value in _items(source, "meta"):
         writer.put("meta", key, value)
-        if key.startswith(_TOTAL_PREFIX):
-            totals[key[len(_TOTAL_PREFIX) :]] = layout.read_u64(value)
-        elif key.startswith(_OFFSET_PREFIX):
+        if key.startswith(TOTAL_KEY_PREFIX):
+            totals[key[len(TOTAL_KEY_PREFIX) :]] = layout.read_u64(value)
+        elif key.startswith(OFFSET_KEY_PREFIX):
             logged += layout.read_u64(value)  # every delivery to the log took one offset
-        elif key.startswith(_LOG_START_PREFIX):
+        elif key.startswith(LOG_START_KEY_PREFIX):
             expired += layout.read_u64(value)
     delivered = totals.get(b"delivered", 0)
     for sink, count in ((LOG_SINK, logged), (CALLBACK_SINK, max(0, delivered - logged))):
         if count:
-            name = _TOTAL_PREFIX + (SINK_TOTAL_PREFIX + sink).encode()
+            name = TOTAL_KEY_PREFIX + (SINK_TOTAL_PREFIX + sink).encode()
             writer.put("meta", name, layout.u64(count))
     writer.close()
     return logged - expired
