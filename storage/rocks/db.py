@@ -18,7 +18,7 @@ rd_key = Any  # the binding's key union; raw mode only ever sees bytes
 FAMILIES = ("timers", "ids", "topiclog", "deadletter", "journal", "meta", "control")
 POINT_LOOKUP_FAMILIES = ("ids", "deadletter")  # read by multi-get of whole keys, never scanned
 FORMAT_VERSION = 2
-TIMERS_REFERENCE_MEMTABLE_BYTES = 32 << 20  # the size RocksDB's L0 file-count defaults suit
+REFERENCE_MEMTABLE_BYTES = 32 << 20  # the size RocksDB's L0 file-count defaults suit
 FORMAT_KEY = b"format_version"
 # Format 1 (the first layout) kept deliveries in a family of its own named "done".
 _FORMAT_1_FAMILY = "done"
@@ -74,14 +74,14 @@ def _family_options(settings: RocksSettings, cache: rd.Cache, name: str) -> rd.O
     table.set_block_cache(cache)
     table.set_bloom_filter(10, False)
     opts.set_block_based_table_factory(table)
-    if name == "timers":
-        opts.set_write_buffer_size(settings.timers_write_buffer_bytes)
-        compact, slowdown, stop = _timers_level0_triggers(settings)
-        opts.set_level_zero_file_num_compaction_trigger(compact)
-        opts.set_level_zero_slowdown_writes_trigger(slowdown)
-        opts.set_level_zero_stop_writes_trigger(stop)
-    else:
-        opts.set_write_buffer_size(settings.write_buffer_bytes)
+    memtable_bytes = (
+        settings.timers_write_buffer_bytes if name == "timers" else settings.write_buffer_bytes
+    )
+    opts.set_write_buffer_size(memtable_bytes)
+    compact, slowdown, stop = level0_triggers(memtable_bytes)
+    opts.set_level_zero_file_num_compaction_trigger(compact)
+    opts.set_level_zero_slowdown_writes_trigger(slowdown)
+    opts.set_level_zero_stop_writes_trigger(stop)
     opts.set_disable_auto_compactions(settings.disable_auto_compactions)
     if name in POINT_LOOKUP_FAMILIES:
         # a bloom filter over the memtable's whole keys: a schedule's multi-get of new ids
@@ -95,17 +95,20 @@ def _family_options(settings: RocksSettings, cache: rd.Cache, name: str) -> rd.O
     return opts
 
 
-def _timers_level0_triggers(settings: RocksSettings) -> tuple[int, int, int]:
-    """L0 files of ``timers`` before compaction, slowdown and stop: RocksDB's defaults
-    (4, 20, 36 files) scaled so that L0 holds as many bytes as with 32 MiB memtables.
+def level0_triggers(memtable_bytes: int) -> tuple[int, int, int]:
+    """L0 files before compaction, slowdown and stop for a family with memtables of
+    ``memtable_bytes``: RocksDB's defaults (4, 20, 36 files) scaled so that L0 holds as
+    many bytes as with 32 MiB memtables.
 
-    Timer keys arrive in no order, so every L0 file overlaps all of L1 and each L0
-    compaction rewrites L1: with 8 MiB memtables and the default trigger, L0 compacted
-    four times as often and the enqueue rate at 10,000,000 pending fell to 0.56-0.66 of
-    the rate at 0 (0.83-0.87 at 32 MiB); and the stalls count files, so smaller files
-    stall on fewer bytes (docs/perf.md).
+    Small memtables make inserts cheap (a shallow skiplist: docs/perf.md, "The memtable
+    step"), but with the default triggers they compact L0 as often as they flush. Keys
+    arriving in no order (timers by due time, ids by name) make every L0 file overlap
+    all of L1, so each L0 compaction rewrites L1: ``timers`` at 8 MiB with the default
+    trigger enqueued at 0.56-0.66 of its first rate at 10,000,000 pending (0.83-0.87 at
+    32 MiB), and ``ids`` at 8 MiB at 0.52 and 0.68 at 20,000,000 (0.74 and 0.93 scaled,
+    0.70 and 0.93 at 32 MiB). The stalls count files too, so they scale the same way.
     """
-    scale = max(1, TIMERS_REFERENCE_MEMTABLE_BYTES // settings.timers_write_buffer_bytes)
+    scale = max(1, REFERENCE_MEMTABLE_BYTES // memtable_bytes)
     return 4 * scale, 20 * scale, 36 * scale
 
 

@@ -230,9 +230,9 @@ def _family_options(path) -> dict[str, dict[str, str]]:
     return families
 
 
-def test_memtable_sizes_and_the_timers_level0_triggers_reach_rocksdb(tmp_path):
+def test_memtable_sizes_and_the_scaled_level0_triggers_reach_rocksdb(tmp_path):
     """Read back from the OPTIONS file RocksDB writes: the settings reach the database,
-    and a smaller timers memtable keeps as many L0 bytes before compaction and stalls."""
+    and a smaller memtable keeps as many L0 bytes before compaction and stalls."""
     settings = RocksSettings(
         str(tmp_path / "r"), write_buffer_bytes=4 << 20, timers_write_buffer_bytes=8 << 20
     )
@@ -240,7 +240,9 @@ def test_memtable_sizes_and_the_timers_level0_triggers_reach_rocksdb(tmp_path):
     families = _family_options(tmp_path / "r")
     for name in ("ids", "topiclog", "deadletter", "journal", "meta", "control"):
         assert int(families[name]["write_buffer_size"]) == 4 << 20, name
-        assert int(families[name]["level0_file_num_compaction_trigger"]) == 4, name
+        assert int(families[name]["level0_file_num_compaction_trigger"]) == 32, name
+        assert int(families[name]["level0_slowdown_writes_trigger"]) == 160, name
+        assert int(families[name]["level0_stop_writes_trigger"]) == 288, name
     timers = families["timers"]
     assert int(timers["write_buffer_size"]) == 8 << 20
     assert int(timers["level0_file_num_compaction_trigger"]) == 16
@@ -251,7 +253,11 @@ def test_memtable_sizes_and_the_timers_level0_triggers_reach_rocksdb(tmp_path):
 def test_default_memtables_small_for_ids_and_rocksdb_defaults_for_timers(tmp_path):
     RocksTimerStore(RocksSettings(str(tmp_path / "r"))).close()
     families = _family_options(tmp_path / "r")
-    assert int(families["ids"]["write_buffer_size"]) == 8 << 20
+    ids = families["ids"]
+    assert int(ids["write_buffer_size"]) == 8 << 20
+    assert int(ids["level0_file_num_compaction_trigger"]) == 16  # 4 x 8 MiB = 4 x 32 MiB / 4
+    assert int(ids["level0_slowdown_writes_trigger"]) == 80
+    assert int(ids["level0_stop_writes_trigger"]) == 144
     timers = families["timers"]
     assert int(timers["write_buffer_size"]) == 32 << 20
     assert int(timers["level0_file_num_compaction_trigger"]) == 4  # RocksDB's defaults
