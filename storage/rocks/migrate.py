@@ -195,9 +195,12 @@ def _copy_meta(source: rd.Rdict, target: RocksHandles) -> int:
 
 
 def _copy_deliveries(source: rd.Rdict, target: RocksHandles, counts: _Counts) -> None:
-    """Each journal page becomes a page of idents; each ``done`` record in it a delivered
-    record in ``ids`` with the page's attempt count. Format 1 wrote and expired both in
-    the same batches, so every retained ``done`` record is in a retained page (checked)."""
+    """Each journal page becomes a page of idents; each ``done`` record of it a delivered
+    record in ``ids`` with its entry's attempt count. Format 1 wrote both in one batch,
+    so every retained ``done`` record is in a retained page (checked). The reverse need
+    not hold: format 1's expiry could be stopped between a page's ``done`` deletes and
+    the page's own, and such an entry (no record, or the record of a later delivery of
+    the same identity) is skipped."""
     done = source.get_column_family("done")
     writer = _Writer(target)
     for key, value in _items(source, "journal"):
@@ -205,9 +208,10 @@ def _copy_deliveries(source: rd.Rdict, target: RocksHandles, counts: _Counts) ->
         for entry in _decode_journal(value):
             ident = layout.ident_key(entry.topic.encode(), entry.id.encode())
             raw = done.get(ident)
-            if raw is None:
-                continue  # expired with its page's successor or rescheduled: not retained
-            writer.put("ids", ident, _delivered_value(_decode_done(raw), entry.attempts))
+            record = None if raw is None else _decode_done(raw)
+            if record is None or record.delivered_ms != entry.delivered_ms:
+                continue
+            writer.put("ids", ident, _delivered_value(record, entry.attempts))
             idents.append(ident)
         if idents:
             writer.put("journal", key, records.encode(idents))

@@ -21,6 +21,7 @@ from storage import records
 from storage.errors import ConflictError, StoreCorruptError, StoreFormatError, StoreOpenError
 from storage.protocol import LOG_SINK, NewTimer, TimerState
 from storage.rocks import RocksSettings, RocksTimerStore
+from storage.rocks import keys as layout
 from storage.rocks import migrate as migration
 from storage.rocks.db import FORMAT_KEY, is_format_1
 
@@ -173,9 +174,7 @@ def test_a_failed_migration_leaves_the_format_1_directory_as_it_was(tmp_path, mo
 
 def test_a_delivery_record_missing_from_the_journal_stops_the_migration(tmp_path):
     settings = _format_1_copy(tmp_path)
-    families = {n: rd.Options(raw_mode=True) for n in rd.Rdict.list_cf(settings.path)}
-    families.pop("default")
-    db = rd.Rdict(settings.path, rd.Options(raw_mode=True), column_families=families)
+    db = _open_raw(settings.path)
     journal = db.get_column_family("journal")
     first = next(iter(journal.keys()))
     journal.delete(first)
@@ -256,3 +255,32 @@ def test_a_directory_another_process_holds_open_is_not_migrated(tmp_path):
     finally:
         holder.communicate("\n", timeout=30)
     assert migration.migrate_format_1(settings).pending == 8  # free again: it goes through
+
+
+def _open_raw(path: str) -> rd.Rdict:
+    families = {n: rd.Options(raw_mode=True) for n in rd.Rdict.list_cf(path) if n != "default"}
+    return rd.Rdict(path, rd.Options(raw_mode=True), column_families=families)
+
+
+def test_journal_entries_an_interrupted_format_1_expiry_left_are_skipped(tmp_path):
+    """Format 1's expiry could stop between a page's done deletes and the page's own: the
+    page is still there, its identities have no record or a later delivery's."""
+    settings = _format_1_copy(tmp_path)
+    db = _open_raw(settings.path)
+    stale = [
+        records.JournalEntry("orders", "o-00", NOW_MS, NOW_MS, NOW_MS + 1, 1, 0, NOW_MS),
+        records.JournalEntry("orders", "o-99", NOW_MS, NOW_MS, NOW_MS + 1, 1, 1, NOW_MS),
+    ]
+    journal = db.get_column_family("journal")
+    journal.put(layout.journal_key(NOW_MS + 1, 999), records.encode(stale))
+    del journal
+    db.close()
+    report = migration.migrate_format_1(settings)
+    assert (report.delivered_records, report.journal_pages) == (18, 3)
+    store = RocksTimerStore(settings)
+    try:
+        view = store.get("orders", "o-00")
+        assert (view.delivered_at_ms, view.offset) == (NOW_MS + 11_500, 0)  # the real one
+        assert store.get("orders", "o-99") is None
+    finally:
+        store.close()
