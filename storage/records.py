@@ -97,6 +97,31 @@ class DeadLetter(msgspec.Struct, array_like=True, frozen=True):
     last_error: str
 
 
+class DeliveredPage(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A journal page (behind PAGE_TAG) of one batch delivered over a clean key range.
+
+    Format 3: such a batch writes nothing per timer in ``ids`` (its pending key time
+    stays there); the page holds what a delivered record would, in columns, one encode
+    per batch, and ``ranges`` leads from a timer key to the page. ``keys`` are the timer
+    keys in order (key time | ident), so a reader finds one by bisection.
+    """
+
+    sink: str
+    keys: list[bytes]
+    offsets: list[int]  # topic-log offsets, -1 each when another sink took the batch
+    attempts: list[int]
+    requested_deliver_at_ms: list[int]
+    created_at_ms: list[int]
+
+    def delivered(self, index: int, delivered_ms: int) -> DeliveredRecord:
+        key = self.keys[index]
+        return DeliveredRecord(
+            delivered_ms, self.offsets[index], int.from_bytes(key[:8], "big"),
+            self.requested_deliver_at_ms[index], self.created_at_ms[index],
+            self.attempts[index], self.sink,
+        )  # fmt: skip
+
+
 class JournalEntry(msgspec.Struct, array_like=True, frozen=True):
     """One delivery, for the delivery history export (analytics).
 
@@ -127,7 +152,16 @@ decode_delivered = _delivered_decoder.decode
 decode_log_message = _log_decoder.decode
 decode_log_page = _page_decoder.decode
 decode_dead_letter = _dead_decoder.decode
-decode_journal_page = _journal_page_decoder.decode  # the idents of one commit
+_delivered_page_decoder = msgspec.msgpack.Decoder(DeliveredPage)
+PAGE_TAG = b"P"  # a journal value starting so is a DeliveredPage, else a list of idents
+
+
+def decode_journal_page(raw: bytes) -> list[bytes] | DeliveredPage:
+    """One journal page: the idents of a commit that wrote delivered records in ``ids``
+    (format 2's only kind), or a ``DeliveredPage`` (format 3's clean ranges)."""
+    if raw[:1] == PAGE_TAG:
+        return _delivered_page_decoder.decode(memoryview(raw)[1:])
+    return _journal_page_decoder.decode(raw)
 
 
 def journal_entry(topic: str, timer_id: str, done: DeliveredRecord) -> JournalEntry:

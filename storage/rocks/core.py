@@ -24,7 +24,7 @@ import rocksdict as rd
 from storage.errors import StoreClosedError
 from storage.rocks import keys as layout
 from storage.rocks.counters import CounterDelta, Counters
-from storage.rocks.db import RocksHandles, RocksSettings, open_db
+from storage.rocks.db import RocksHandles, RocksSettings, multi_get, open_db
 
 
 class RocksCore:
@@ -40,6 +40,9 @@ class RocksCore:
         # first key -> (last key, count) of due batches whose scanned range held nothing
         # but their own keys: committed whole, they are removed by one delete_range
         self.clean_ranges: dict[bytes, tuple[bytes, int]] = {}
+        # the last timer key of the highest range committed by one page (storage.rocks.keys):
+        # a pending-looking ids entry above it cannot have been delivered that way
+        self.indexed_until = _last_range_key(self._h.cfs["ranges"])
 
     @property
     def handles(self) -> RocksHandles:
@@ -67,6 +70,16 @@ class RocksCore:
         """The earliest key time a new timer may get without landing behind the scanner."""
         floor_ms = layout.timer_key_ms(self.scan_from)
         return floor_ms if len(self.scan_from) == 8 else floor_ms + 1
+
+    def delivered_in_ranges(self, keys: list[bytes]) -> set[bytes]:
+        """Of these timer keys (an ``ids`` key time joined with its ident, not in flight),
+        those delivered by a committed range: no read at all for keys above every range,
+        one multi-get of ``timers`` for the rest (delivered when the key is gone)."""
+        maybe = [key for key in keys if key <= self.indexed_until]
+        if not maybe:
+            return set()
+        values = multi_get(self.handles.cfs["timers"], maybe)
+        return {key for key, value in zip(maybe, values, strict=True) if value is None}
 
     def rewind_cursor(self, key: bytes) -> None:
         """Let the scanner see ``key`` again (released or ingested below the cursor)."""
@@ -110,3 +123,12 @@ class RocksCore:
         # traceback keeps the frames (and their handles) alive in a cycle until the cyclic
         # collector runs: collect now, so a reopen in the same process succeeds.
         gc.collect()
+
+
+def _last_range_key(ranges: rd.Rdict) -> bytes:
+    """The last timer key of the highest committed range (b"" when there is none)."""
+    it = ranges.iter()
+    it.seek_to_last()
+    last = layout.split_range_value(it.value())[1] if it.valid() else b""
+    del it
+    return last

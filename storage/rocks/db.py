@@ -15,9 +15,12 @@ rd_key = Any  # the binding's key union; raw mode only ever sees bytes
 
 # "control" belongs to storage.rocks.control (routes, consumer groups): the timer layout
 # never reads or writes it.
-FAMILIES = ("timers", "ids", "topiclog", "deadletter", "journal", "meta", "control")
+FAMILIES = ("timers", "ids", "topiclog", "deadletter", "journal", "ranges", "meta", "control")
 POINT_LOOKUP_FAMILIES = ("ids", "deadletter")  # read by multi-get of whole keys, never scanned
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+# Format 3 only adds to format 2 (the ranges family and DeliveredPage journal pages):
+# a format-2 directory is read as it is and marked format 3 when opened.
+UPGRADED_IN_PLACE = frozenset({2})
 REFERENCE_MEMTABLE_BYTES = 32 << 20  # the size RocksDB's L0 file-count defaults suit
 FORMAT_KEY = b"format_version"
 # Format 1 (the first layout) kept deliveries in a family of its own named "done".
@@ -127,7 +130,8 @@ def _format_error(path: str, found: int) -> StoreFormatError:
     if found == 1:
         what_to_do = (
             "Stop the service and run `timerstore migrate` with the same settings: it "
-            "rewrites the directory in format 2 and keeps the old one beside it."
+            f"rewrites the directory in format {FORMAT_VERSION} and keeps the old one "
+            "beside it."
         )
     else:
         what_to_do = "Run the timerstore version that wrote it, or start on an empty directory."
@@ -140,13 +144,13 @@ def _format_error(path: str, found: int) -> StoreFormatError:
 
 
 def _check_format(path: str, meta: rd.Rdict) -> None:
-    """Record the format version in a new directory; refuse any other version."""
+    """Record the format version in a new directory (or one of a format this version
+    upgrades by only adding to it); refuse any other version."""
     raw = meta.get(FORMAT_KEY)
-    if raw is None:
+    found = None if raw is None else int.from_bytes(raw, "big")
+    if found is None or found in UPGRADED_IN_PLACE:
         meta.put(FORMAT_KEY, FORMAT_VERSION.to_bytes(8, "big"))
-        return
-    found = int.from_bytes(raw, "big")
-    if found != FORMAT_VERSION:
+    elif found != FORMAT_VERSION:
         raise _format_error(path, found)
 
 

@@ -1,11 +1,13 @@
 """The delivery path of the RocksDB store: due scan, commit, retry, dead letters, release.
 
-A commit writes per timer one put of ``ids[topic,id]`` that overwrites the pending key
-time with the delivered record (format 2: no separate ``done`` family and no delete of
-``ids``); per batch one ``delete_range`` over the scanned ``timers`` range (point deletes
-when the range was not clean), one ``topiclog`` page per topic holding the stored record
-bytes as they are (embedded log sink only), one journal page listing the idents, and the
-counters.
+A commit of a batch whose due scan saw one clean key range above every earlier one (the
+common case) writes per batch: one ``delete_range`` over the scanned ``timers`` range,
+one ``topiclog`` page per topic holding the stored record bytes as they are (embedded
+log sink only), one journal page holding the delivered facts in columns, one ``ranges``
+entry leading to it, and the counters; nothing per timer but the page's columns (format
+3, ``storage.rocks.keys``). Any other batch writes per timer a delivered record over its
+``ids`` entry (and point deletes when the range was not clean), and its journal page
+lists the idents (format 2's commit).
 """
 
 from __future__ import annotations
@@ -75,72 +77,94 @@ def commit_delivered(
         batch = rd.WriteBatch(raw_mode=True)
         delta = core.delta()
         pages: dict[str, tuple[int, list[records.RawLogEntry]]] = {}
-        journal: list[bytes] = []  # the idents (see storage.rocks.keys)
-        offsets = _put_delivered(
-            batch, hd["ids"], timers, delivered_ms, sink, delta, pages, journal
-        )
         keys = [t.key for t in timers]
         scanned = core.take_clean_range(keys)
+        journal_key = layout.journal_key(delivered_ms, core.counters.totals["journal_seq"])
+        offsets, page = _page_delivered(timers, keys, sink, delta, pages)
+        one_page = scanned is not None and keys[0] > core.indexed_until
+        if one_page:  # no ids puts: the page says it all (storage.rocks.keys)
+            batch.put(journal_key, records.PAGE_TAG + _encode(page), hd["journal"])
+            batch.put(keys[0], layout.range_value(journal_key, keys[-1]), hd["ranges"])
+        else:
+            idents = _put_delivered_records(batch, hd["ids"], page, delivered_ms)
+            batch.put(journal_key, _encode(idents), hd["journal"])
         if scanned is not None:  # nothing else lives in the range: one range tombstone
             batch.delete_range(scanned[0], scanned[1], hd["timers"])
         else:
             for key in keys:
                 batch.delete(key, hd["timers"])
-        for topic, (first, entries) in pages.items():
-            delta.take_offsets(topic, first, len(entries))
-            page_bytes = _encode(records.RawLogPage(delivered_ms, entries))
-            batch.put(layout.log_key(topic.encode(), first), page_bytes, hd["topiclog"])
+        _put_log_pages(batch, hd["topiclog"], pages, delivered_ms, delta)
         for topic, count in Counter(t.topic for t in timers).items():
             delta.pending[topic] -= count
-        sequence = core.counters.totals["journal_seq"]
-        batch.put(layout.journal_key(delivered_ms, sequence), _encode(journal), hd["journal"])
         delta.totals["journal_seq"] += 1
         delta.totals["delivered"] += len(timers)
         delta.totals[SINK_TOTAL_PREFIX + sink] += len(timers)
         core.write(batch, delta)
+        if one_page:
+            core.indexed_until = keys[-1]
         core.settle(keys)
     return offsets
 
 
-def _put_delivered(
+def _put_log_pages(
     batch: rd.WriteBatch,
-    cf_ids: rd.ColumnFamily,
-    timers: Sequence[DueTimer],
+    cf_log: rd.ColumnFamily,
+    pages: dict[str, tuple[int, list[records.RawLogEntry]]],
     delivered_ms: int,
+    delta: CounterDelta,
+) -> None:
+    for topic, (first, entries) in pages.items():
+        delta.take_offsets(topic, first, len(entries))
+        page_bytes = _encode(records.RawLogPage(delivered_ms, entries))
+        batch.put(layout.log_key(topic.encode(), first), page_bytes, cf_log)
+
+
+def _page_delivered(
+    timers: Sequence[DueTimer],
+    keys: list[bytes],
     sink: str,
     delta: CounterDelta,
     pages: dict[str, tuple[int, list[records.RawLogEntry]]],
-    journal: list[bytes],
-) -> list[int]:
-    """Per timer: its delivered record over its ``ids`` entry, its ident appended to
-    ``journal`` and, for the embedded log, its stored bytes appended to its topic's page in
-    ``pages``; return the log offsets (-1 each for another sink). The per-timer loop of the
-    commit, written for speed."""
-    put, encode, tag, raw_of = batch.put, _encode, layout.DELIVERED_TAG, msgspec.Raw
-    add_ident = journal.append
-    log_entry, delivered_record = records.RawLogEntry, records.DeliveredRecord
-    to_log = sink == LOG_SINK
-    offsets = []
+) -> tuple[list[int], records.DeliveredPage]:
+    """The delivered facts of a batch in columns and, for the embedded log, each timer's
+    stored bytes appended to its topic's page in ``pages``: the commit's per-timer loop,
+    written for speed."""
+    offsets: list[int] = []
+    attempts: list[int] = []
+    requested: list[int] = []
+    created: list[int] = []
+    add_offset, add_attempts = offsets.append, attempts.append
+    add_requested, add_created = requested.append, created.append
+    to_log, log_entry, raw_of, encode = sink == LOG_SINK, records.RawLogEntry, msgspec.Raw, _encode
     for t in timers:
         r = t.record
-        attempts = r.attempts + 1
+        tries = r.attempts + 1
         offset = -1
         if to_log:
-            page = pages.get(t.topic)
-            if page is None:
-                page = pages[t.topic] = (delta.next_offset(t.topic), [])
-            entries = page[1]
-            offset = page[0] + len(entries)
-            entries.append(log_entry(t.id, t.key_ms, attempts, raw_of(t.raw or encode(r))))
-        done = delivered_record(
-            delivered_ms, offset, t.key_ms, r.requested_deliver_at_ms,
-            r.created_at_ms, attempts, sink,
-        )  # fmt: skip
-        ident = t.key[8:]
-        put(ident, tag + encode(done), cf_ids)
-        add_ident(ident)
-        offsets.append(offset)
-    return offsets
+            log_page = pages.get(t.topic)
+            if log_page is None:
+                log_page = pages[t.topic] = (delta.next_offset(t.topic), [])
+            entries = log_page[1]
+            offset = log_page[0] + len(entries)
+            entries.append(log_entry(t.id, t.key_ms, tries, raw_of(t.raw or encode(r))))
+        add_offset(offset)
+        add_attempts(tries)
+        add_requested(r.requested_deliver_at_ms)
+        add_created(r.created_at_ms)
+    return offsets, records.DeliveredPage(sink, keys, offsets, attempts, requested, created)
+
+
+def _put_delivered_records(
+    batch: rd.WriteBatch, cf_ids: rd.ColumnFamily, page: records.DeliveredPage, delivered_ms: int
+) -> list[bytes]:
+    """Per timer its delivered record over its ``ids`` entry (the commit of a batch that is
+    not one clean range above the others: rare, so not written for speed); return the
+    idents."""
+    idents = [key[8:] for key in page.keys]
+    for i, ident in enumerate(idents):
+        done = page.delivered(i, delivered_ms)
+        batch.put(ident, layout.DELIVERED_TAG + _encode(done), cf_ids)
+    return idents
 
 
 def retry_later(

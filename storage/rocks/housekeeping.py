@@ -50,7 +50,8 @@ def expire_done(h: RocksHandles, older_than_ms: int) -> int:
 
     Bounded work: it walks only the time-ordered journal pages older than the cutoff. An
     ``ids`` entry is dropped only while it still holds a delivered record (a delivered
-    identity cannot be rescheduled before it expires, so nothing newer can be there).
+    identity cannot be rescheduled before it expires, so nothing newer can be there), or,
+    for a range page, still holding the delivered key's time.
     """
     if older_than_ms <= 0:
         return 0
@@ -58,12 +59,8 @@ def expire_done(h: RocksHandles, older_than_ms: int) -> int:
     it = bounded_iter(h.cfs["journal"], layout.u64(0), layout.u64(older_than_ms))
     batch = rd.WriteBatch(raw_mode=True)
     while it.valid():
-        idents = records.decode_journal_page(it.value())
-        for ident, value in zip(idents, multi_get(h.cfs["ids"], idents), strict=True):
-            if value is not None and len(value) != 8:  # delivered, not pending
-                batch.delete(ident, h.handles["ids"])
+        expired += _expire_page(h, batch, records.decode_journal_page(it.value()))
         batch.delete(it.key(), h.handles["journal"])
-        expired += len(idents)
         if len(batch) >= CHUNK:
             h.db.write(batch, h.write_options)
             batch = rd.WriteBatch(raw_mode=True)
@@ -72,6 +69,30 @@ def expire_done(h: RocksHandles, older_than_ms: int) -> int:
     if len(batch):
         h.db.write(batch, h.write_options)
     return expired
+
+
+def _expire_page(
+    h: RocksHandles, batch: rd.WriteBatch, page: list[bytes] | records.DeliveredPage
+) -> int:
+    """Stage the deletes that forget one journal page's deliveries; return their count.
+
+    A page of idents: each ``ids`` entry still holding a delivered record. A range page
+    (format 3): each ``ids`` entry still holding the delivered key's time, and the page's
+    ``ranges`` entry.
+    """
+    if isinstance(page, records.DeliveredPage):
+        idents = [key[8:] for key in page.keys]
+        values = multi_get(h.cfs["ids"], idents)
+        for key, ident, value in zip(page.keys, idents, values, strict=True):
+            if value == key[:8]:
+                batch.delete(ident, h.handles["ids"])
+        if page.keys:
+            batch.delete(page.keys[0], h.handles["ranges"])
+        return len(idents)
+    for ident, value in zip(page, multi_get(h.cfs["ids"], page), strict=True):
+        if value is not None and len(value) != 8:  # delivered, not pending
+            batch.delete(ident, h.handles["ids"])
+    return len(page)
 
 
 def first_log_offset_after(

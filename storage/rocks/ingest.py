@@ -220,8 +220,12 @@ def _find_conflicts(core: RocksCore, stage_dir: str, id_paths: list[str]) -> _Co
     for chunk in _staged_ids(stage_dir, id_paths):
         idents = [ident for ident, _ in chunk]
         old_values = multi_get(h.cfs["ids"], idents)
+        delivered = core.delivered_in_ranges(
+            [old + i for old, i in zip(old_values, idents, strict=True) if old and len(old) == 8]
+        )
         for i, old in enumerate(old_values):
-            if old is not None and len(old) != 8:  # delivered: its record must survive
+            if old is not None and (len(old) != 8 or old + idents[i] in delivered):
+                # delivered: its record (or its key time, for a range page) must survive
                 conflicts.delivered.append((idents[i], layout.read_u64(chunk[i][1]), old))
             elif old is not None:
                 ident, new_ms, old_ms = (

@@ -14,7 +14,6 @@ import rocksdict as rd
 
 from storage import records
 from storage.errors import StoreOpenError
-from storage.rocks.db import FAMILIES
 from storage.rocks.reads import journal_entries
 
 
@@ -22,8 +21,9 @@ def read_journal(path: str, since_ms: int = 0) -> Iterator[records.JournalEntry]
     """Every delivery journalled at or after ``since_ms``, in delivery order."""
     if not os.path.isdir(path):
         raise StoreOpenError(f"no RocksDB store at {path}")
-    families = {name: rd.Options(raw_mode=True) for name in FAMILIES}
     try:
+        # the families on disk: a format-2 directory has no ranges until a store opens it
+        families = {name: rd.Options(raw_mode=True) for name in rd.Rdict.list_cf(path)}
         db = rd.Rdict(
             path,
             rd.Options(raw_mode=True),

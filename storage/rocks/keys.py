@@ -1,4 +1,4 @@
-"""The RocksDB store's key layout (format 2): the one implementation every writer uses.
+"""The RocksDB store's key layout (format 3): the one implementation every writer uses.
 
 Column families and their keys (``|`` is concatenation, not a byte)::
 
@@ -6,7 +6,10 @@ Column families and their keys (``|`` is concatenation, not a byte)::
                | u64be deliver  | topic  | 0x00 |  id   |  -> TimerRecord (msgpack array)
                | ms (8 bytes)   | 1..128 |      | 1..128|
                +----------------+--------+------+-------+
-    ids:       | topic | 0x00 | id |                      -> u64be key time (pending, 8 bytes)
+    ids:       | topic | 0x00 | id |                      -> u64be key time (pending, 8 bytes;
+                                                            also delivered, when the timer
+                                                            key is gone from timers and
+                                                            lies in a range below)
                                                             or b"D" + DeliveredRecord
     topiclog:  | topic | 0x00 | u64be first offset |      -> LogPage (msgpack array): the
                                                             messages of one commit, offsets
@@ -16,10 +19,21 @@ Column families and their keys (``|`` is concatenation, not a byte)::
                                                             (topic | 0x00 | id) of one
                                                             commit; each resolves in ids to
                                                             its delivered record, and both
-                                                            expire together
+                                                            expire together; or b"P" +
+                                                            DeliveredPage (a clean range)
+    ranges:    | first timer key of a delivered range |   -> journal key (16 bytes) | last
+                                                            timer key: read by seek_for_prev
     meta:      | ascii name |                             -> small values (counters,
-                                                            format_version = 2)
+                                                            format_version = 3)
     control:   owned by storage.rocks.control (routes, consumer groups)
+
+A batch whose due scan saw a clean key range (only its own keys, see ``RocksCore``) and
+that starts above every earlier such range is committed by one page: its journal page
+holds the delivered facts in columns, ``ranges`` maps the range to that page, and
+``ids`` is not written at all (format 3; the commit's per-timer ``ids`` put was half
+its cost, docs/perf.md). The ranges are disjoint and ascending, so one ``seek_for_prev``
+finds the only page that can hold a timer key. Any other batch (after a release rewound
+the cursor, or an ingest below it) writes a delivered record per timer, as format 2 did.
 
 Big-endian time first makes byte order equal (deliver_ms, topic, id) order, so "every
 timer due by now" is one forward scan bounded above by ``u64be(now + 1)``. Topic and id
@@ -83,3 +97,15 @@ def log_key_offset(key: bytes) -> int:
 
 def journal_key(delivered_ms: int, sequence: int) -> bytes:
     return _U64.pack(delivered_ms) + _U64.pack(sequence)
+
+
+JOURNAL_KEY_BYTES = 16
+
+
+def range_value(journal: bytes, last_key: bytes) -> bytes:
+    """``ranges`` value: the page's journal key, then the range's last timer key."""
+    return journal + last_key
+
+
+def split_range_value(value: bytes) -> tuple[bytes, bytes]:
+    return value[:JOURNAL_KEY_BYTES], value[JOURNAL_KEY_BYTES:]

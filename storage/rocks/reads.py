@@ -20,6 +20,7 @@ from storage.errors import InvalidInputError, StoreCorruptError
 from storage.protocol import LoggedMessage, TimerPage, TimerState, TimerView
 from storage.rocks import keys as layout
 from storage.rocks.db import RocksHandles, iter_items, iter_keys, multi_get
+from storage.rocks.ranges import delivered_by_range
 
 # A filtered listing stops after visiting this many keys per returned timer and hands
 # back a cursor, so one request never walks an unbounded range.
@@ -105,25 +106,32 @@ def get_timer(
         value = h.cfs["timers"].get(key)
         if value is not None:
             return pending_view(key, value, in_flight)
+        done = delivered_by_range(h.cfs["ranges"], h.cfs["journal"], key)
+        if done is not None:
+            return delivered_view(topic, timer_id, done)
         state = h.cfs["ids"].get(ident)  # delivered (or gone) between the two lookups
     if state is not None and len(state) != 8:
-        d = records.decode_delivered(state[len(layout.DELIVERED_TAG) :])
-        return TimerView(
-            topic,
-            timer_id,
-            TimerState.DELIVERED,
-            d.key_ms,
-            d.requested_deliver_at_ms,
-            d.created_at_ms,
-            attempts=d.attempts,
-            delivered_at_ms=d.delivered_at_ms,
-            offset=None if d.offset < 0 else d.offset,
-            sink=d.sink,
-        )
+        done = records.decode_delivered(state[len(layout.DELIVERED_TAG) :])
+        return delivered_view(topic, timer_id, done)
     dead = h.cfs["deadletter"].get(ident)
     if dead is not None:
         return dead_letter_view(ident, dead)
     return None
+
+
+def delivered_view(topic: str, timer_id: str, d: records.DeliveredRecord) -> TimerView:
+    return TimerView(
+        topic,
+        timer_id,
+        TimerState.DELIVERED,
+        d.key_ms,
+        d.requested_deliver_at_ms,
+        d.created_at_ms,
+        attempts=d.attempts,
+        delivered_at_ms=d.delivered_at_ms,
+        offset=None if d.offset < 0 else d.offset,
+        sink=d.sink,
+    )
 
 
 def dead_letter_view(ident: bytes, value: bytes) -> TimerView:
@@ -269,9 +277,15 @@ def journal_entries(
     A page and the delivered records it lists expire together (``expire_done``), and a
     delivered identity cannot be scheduled again before that, so every ident resolves.
     """
-    for _key, page in iter_items(journal_cf, layout.u64(since_ms)):
-        idents = records.decode_journal_page(page)
-        for ident, value in zip(idents, multi_get(ids_cf, idents), strict=True):
+    for journal_key, raw in iter_items(journal_cf, layout.u64(since_ms)):
+        page = records.decode_journal_page(raw)
+        if isinstance(page, records.DeliveredPage):  # the facts are in the page itself
+            delivered_ms = layout.read_u64(journal_key)
+            for i, key in enumerate(page.keys):
+                topic, timer_id = layout.split_ident(key[8:])
+                yield records.journal_entry(topic, timer_id, page.delivered(i, delivered_ms))
+            continue
+        for ident, value in zip(page, multi_get(ids_cf, page), strict=True):
             if value is None or not value.startswith(layout.DELIVERED_TAG):
                 raise StoreCorruptError(f"journal lists {ident!r} without its delivered record")
             topic, timer_id = layout.split_ident(ident)

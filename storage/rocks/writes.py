@@ -2,7 +2,9 @@
 
 One multi-get on ``ids`` answers every item of a batch: absent (new), 8 bytes (pending at
 that key time, maybe in flight) or a delivered record (409 on reschedule, too late to
-cancel) - format 2 keeps deliveries in ``ids`` itself instead of a separate family.
+cancel). An 8-byte value at or below the highest range committed by one page (format 3,
+``storage.rocks.keys``) may also be a delivery: for those, and only those, a multi-get of
+``timers`` tells (the key gone: delivered).
 """
 
 from __future__ import annotations
@@ -67,13 +69,17 @@ def _refuse_too_late(
     old_values: list[bytes | None],
 ) -> None:
     """Raise ConflictError for the first item that is in flight or already delivered."""
+    delivered = core.delivered_in_ranges(
+        [old + i for old, i in zip(old_values, idents, strict=True) if old and len(old) == 8]
+    )
     in_flight = core.in_flight
     for i, old in enumerate(old_values):
         if old is None:
             continue
-        if len(old) != _PENDING_BYTES:
+        key = old + idents[i]  # the timer key, when old is a key time
+        if len(old) != _PENDING_BYTES or key in delivered:
             raise _too_late(i, timers[i], TimerState.DELIVERED, "was already delivered")
-        if in_flight and old + idents[i] in in_flight:  # old is the pending key time
+        if key in in_flight:
             raise _too_late(i, timers[i], TimerState.IN_FLIGHT, "is being delivered")
 
 
@@ -89,6 +95,9 @@ def cancel(core: RocksCore, idents: Sequence[tuple[str, str]]) -> list[CancelRes
     keys = [layout.ident_key(t, i) for t, i in names]
     with core.lock:
         old_values = multi_get(h.cfs["ids"], keys)
+        delivered = core.delivered_in_ranges(
+            [old + k for k, old in zip(keys, old_values, strict=True) if old and len(old) == 8]
+        )
         batch = rd.WriteBatch(raw_mode=True)
         delta = core.delta()
         results: list[CancelResult | None] = [None] * len(keys)
@@ -99,9 +108,9 @@ def cancel(core: RocksCore, idents: Sequence[tuple[str, str]]) -> list[CancelRes
                 results[i] = CancelResult(CancelOutcome.UNKNOWN)
             elif old is None:
                 unseen.append(i)
-            elif len(old) != _PENDING_BYTES:
+            elif len(old) != _PENDING_BYTES or (key := old + ident) in delivered:
                 results[i] = CancelResult(CancelOutcome.TOO_LATE, TimerState.DELIVERED)
-            elif (key := layout.timer_key(layout.read_u64(old), *names[i])) in core.in_flight:
+            elif key in core.in_flight:
                 results[i] = CancelResult(CancelOutcome.TOO_LATE, TimerState.IN_FLIGHT)
             else:
                 batch.delete(key, h.handles["timers"])

@@ -165,3 +165,17 @@ def test_a_broken_stage_is_refused_before_anything_is_written(tmp_path, store):
     with pytest.raises(InvalidInputError, match="inconsistent"):
         store.ingest_staged(str(tmp_path / "other"))
     assert family_items(store, "timers") == [] and store.stats().pending == 0
+
+
+def test_an_identity_delivered_by_a_range_page_is_skipped_and_stays_delivered(tmp_path, store):
+    """Format 3 leaves a range delivery's pending key time in ids: ingest still sees it."""
+    store.schedule([NewTimer("o", "x", NOW), NewTimer("o", "y", NOW)], NOW)
+    store.commit_delivered(store.due(NOW, 10), NOW, sink=LOG_SINK)  # one clean range
+    assert len(family_items(store, "ranges")) == 1
+    stage(tmp_path / "stage", [row("o", "x", NOW), row("o", "y", NOW + 500), row("o", "z", NOW)])
+    report = store.ingest_staged(str(tmp_path / "stage"), replace=True)
+    assert (report.added, report.skipped_by_reason) == (1, {"delivered": 2})
+    x, y = store.get("o", "x"), store.get("o", "y")
+    assert (x.state, y.state) == (TimerState.DELIVERED, TimerState.DELIVERED)
+    assert [k[8:] for k, _ in family_items(store, "timers")] == [b"o\0z"]
+    assert pending_from_meta(store) == {"o": 1}

@@ -1,4 +1,7 @@
-"""Format 2 of the RocksDB data directory: recorded, checked, refused when foreign."""
+"""Format 3 of the RocksDB data directory: recorded, checked, refused when foreign.
+
+(A format-2 directory is upgraded in place on open: tests/storage/test_rocks_migrate.py
+runs its answers on one.)"""
 
 from __future__ import annotations
 
@@ -23,12 +26,12 @@ def _write_format_1_directory(path: str) -> None:
     db.close()
 
 
-def test_a_new_directory_records_format_2(tmp_path):
+def test_a_new_directory_records_format_3(tmp_path):
     store = RocksTimerStore(RocksSettings(str(tmp_path / "r")))
     try:
         db = store.core.control_parts()[0]
-        assert int.from_bytes(db.get_column_family("meta")[FORMAT_KEY], "big") == 2
-        assert FORMAT_VERSION == 2
+        assert int.from_bytes(db.get_column_family("meta")[FORMAT_KEY], "big") == 3
+        assert FORMAT_VERSION == 3
         del db
     finally:
         store.close()
@@ -40,9 +43,9 @@ def test_a_format_1_directory_is_refused_naming_the_version_and_what_to_do(tmp_p
     with pytest.raises(StoreFormatError) as caught:
         RocksTimerStore(RocksSettings(path))
     message = str(caught.value)
-    assert path in message and "format 1" in message and "format 2" in message
+    assert path in message and "format 1" in message and "format 3" in message
     assert "timerstore migrate" in message
-    assert (caught.value.found, caught.value.expected) == (1, 2)
+    assert (caught.value.found, caught.value.expected) == (1, 3)
     assert isinstance(caught.value, StoreOpenError)
 
 

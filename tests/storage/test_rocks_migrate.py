@@ -1,4 +1,8 @@
-"""`timerstore migrate`: a directory the format-1 code wrote answers the same in format 2.
+"""`timerstore migrate`: a directory the format-1 code wrote answers the same after it.
+
+The migration writes format 2's records; every test runs twice: on its output, and on
+that output made a true format-2 directory (no ``ranges``, version 2) that the current
+version upgrades in place on open.
 
 The fixture (tests/storage/fixtures/rocks-format-1) was written by the format-1 store
 itself at commit e027ce7, with what that store answered about every timer in
@@ -23,7 +27,7 @@ from storage.protocol import LOG_SINK, NewTimer, TimerState
 from storage.rocks import RocksSettings, RocksTimerStore
 from storage.rocks import keys as layout
 from storage.rocks import migrate as migration
-from storage.rocks.db import FORMAT_KEY, is_format_1
+from storage.rocks.db import FORMAT_KEY, FORMAT_VERSION, is_format_1
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rocks-format-1"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
@@ -57,13 +61,33 @@ def _journal_attempts() -> dict[str, int]:
     return {f"{e[TOPIC]}/{e[ID]}": e[ATTEMPTS] for e in EXPECTED["journal"]}
 
 
-@pytest.fixture
-def migrated(tmp_path):
+def _as_format_2(path: str) -> None:
+    """Make the migrated directory what format 2's own code left: no ``ranges`` family
+    (the migration writes format 2's records only, so it is empty) and version 2."""
+    db = _open_raw(path)
+    assert list(db.get_column_family("ranges").keys()) == []
+    db.drop_column_family("ranges")
+    db.get_column_family("meta").put(FORMAT_KEY, (2).to_bytes(8, "big"))
+    db.close()
+    assert "ranges" not in rd.Rdict.list_cf(path)
+
+
+@pytest.fixture(params=["migrated", "format 2 upgraded on open"])
+def migrated(tmp_path, request):
     settings = _format_1_copy(tmp_path)
     report = migration.migrate_format_1(settings)
+    if request.param != "migrated":
+        _as_format_2(settings.path)
     store = RocksTimerStore(settings)
     yield store, report
     store.close()
+
+
+def test_the_directory_is_marked_with_the_current_format(migrated):
+    store, _report = migrated
+    db = store.core.control_parts()[0]
+    assert int.from_bytes(db.get_column_family("meta")[FORMAT_KEY], "big") == FORMAT_VERSION
+    del db
 
 
 def test_the_report_counts_what_was_migrated(migrated):
@@ -209,7 +233,7 @@ def test_the_command_migrates_then_finds_nothing_to_do(tmp_path):
     store = RocksTimerStore(settings)
     try:
         db = store.core.control_parts()[0]
-        assert int.from_bytes(db.get_column_family("meta")[FORMAT_KEY], "big") == 2
+        assert int.from_bytes(db.get_column_family("meta")[FORMAT_KEY], "big") == FORMAT_VERSION
         del db
     finally:
         store.close()
