@@ -10,6 +10,7 @@ cancel). An 8-byte value at or below the highest range committed by one page (fo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 
 import rocksdict as rd
 
@@ -35,8 +36,9 @@ def schedule(core: RocksCore, timers: Sequence[NewTimer], now_ms: int) -> list[S
         old_values = multi_get(h.cfs["ids"], idents)
         _refuse_too_late(core, timers, idents, old_values)
         floor_ms = core.clamp_floor_ms()
-        batch = rd.WriteBatch(raw_mode=True)
-        put, delete = batch.put, batch.delete
+        timer_ops: list[tuple[bytes, bytes | None]] = []  # (key, record; None: delete)
+        id_puts: list[tuple[bytes, bytes]] = []
+        add_op, add_id = timer_ops.append, id_puts.append
         delta = core.delta()
         latest: dict[bytes, int] = {}  # ident -> key time written earlier in this batch
         results = []
@@ -49,17 +51,45 @@ def schedule(core: RocksCore, timers: Sequence[NewTimer], now_ms: int) -> list[S
             if previous_ms is None:
                 delta.pending[timer.topic] += 1
             elif previous_ms != key_ms:
-                delete(u64(previous_ms) + ident, cf_timers)
+                add_op((u64(previous_ms) + ident, None))
             key_time = u64(key_ms)  # the timer key is key_time | ident (storage.rocks.keys)
             record = (timer.payload, timer.headers, now_ms, deliver_ms, 0, timer.binary)
-            put(key_time + ident, encode(record), cf_timers)  # records.TimerRecord
-            put(ident, key_time, cf_ids)
+            add_op((key_time + ident, encode(record)))  # records.TimerRecord
+            add_id((ident, key_time))
             latest[ident] = key_ms
             results.append(
                 ScheduleResult(timer.topic, timer.id, key_ms, now_ms, previous_ms is not None)
             )
-        core.write(batch, delta)
+        core.write(_batch_in_key_order(timer_ops, id_puts, cf_timers, cf_ids), delta)
     return results
+
+
+def _batch_in_key_order(
+    timer_ops: list[tuple[bytes, bytes | None]],
+    id_puts: list[tuple[bytes, bytes]],
+    cf_timers: rd.ColumnFamily,
+    cf_ids: rd.ColumnFamily,
+) -> rd.WriteBatch:
+    """The schedule's writes, each family's in key order.
+
+    A batch's keys come in no order, and each memtable insert walks the skiplist from its
+    top; in key order each walk stays near the last one, in the CPU caches (the write of
+    300,000 schedules: 3.6-3.8 -> 2.7-2.9 us a timer, docs/perf.md). The sort is stable,
+    so the operations on one key (an identity twice in a batch) keep their order.
+    """
+    first = itemgetter(0)
+    timer_ops.sort(key=first)
+    id_puts.sort(key=first)
+    batch = rd.WriteBatch(raw_mode=True)
+    put, delete = batch.put, batch.delete
+    for key, value in timer_ops:
+        if value is None:
+            delete(key, cf_timers)
+        else:
+            put(key, value, cf_timers)
+    for ident, key_time in id_puts:
+        put(ident, key_time, cf_ids)
+    return batch
 
 
 def _refuse_too_late(

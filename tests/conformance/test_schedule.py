@@ -49,6 +49,18 @@ def test_duplicates_within_one_batch_last_wins(store):
     assert store.stats().pending == 2
 
 
+def test_an_identity_moved_back_and_forth_within_one_batch_keeps_only_its_last_time(store):
+    """The store may reorder a batch's writes (the RocksDB store writes them in key order):
+    the writes on one key, and on one identity, must keep the batch's order."""
+    times = {"a": (20, 10, 20), "b": (5, 15, 5), "c": (30, 40)}
+    store.schedule([nt(i, NOW + t) for i, ts in times.items() for t in ts], NOW)
+    expected = [("b", NOW + 5), ("a", NOW + 20), ("c", NOW + 40)]
+    assert [(v.id, v.deliver_at_ms) for v in store.list_pending().timers] == expected
+    assert [(i, store.get("orders", i).deliver_at_ms) for i, _ in expected] == expected
+    assert store.stats().pending == 3
+    assert sorted(t.id for t in store.due(NOW + 100, 100)) == ["a", "b", "c"]
+
+
 def test_list_is_ordered_by_time_then_topic_then_id_and_pages_with_a_cursor(store):
     timers = [nt(f"t{i:03d}", NOW + 1000 - 10 * (i % 7), topic=f"q{i % 2}") for i in range(60)]
     store.schedule(timers, NOW)
