@@ -1,4 +1,4 @@
-"""``timerstore migrate``: rewrite a format-1 RocksDB data directory in format 2.
+"""``timerstore migrate``: rewrite a format-1 RocksDB data directory in the current format.
 
 Run it with the service stopped and the same settings (``--data-dir`` or
 ``TIMERSTORE_DATA_DIR``); ``storage.rocks.migrate`` says what it copies and how it keeps
@@ -22,7 +22,7 @@ EXIT_NOT_MIGRATED = 1
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "migrate",
-        help="rewrite a format-1 RocksDB data directory in format 2 (service stopped)",
+        help="rewrite a format-1 RocksDB data directory in the current format (service stopped)",
         description=__doc__,
     )
     parser.add_argument("--data-dir", dest="data_dir", help="data directory (default ./data)")

@@ -1,4 +1,8 @@
-"""One-shot migration of a format-1 data directory (the first layout) to format 2.
+"""One-shot migration of a format-1 data directory (the first layout) to the current one.
+
+It writes format 2's records, which format 3 reads as they are (format 3 only adds
+``ranges`` and journal pages of delivered facts), and the directory gets the current
+version when the new store first opens it.
 
 Format 1 kept deliveries in a ``done`` family, the topic log one entry per message and
 journal pages of whole entries. Format 2 folds ``done`` into ``ids`` (a delivered record

@@ -51,7 +51,7 @@ def test_serve_writes_one_json_object_per_line(tmp_path: Path) -> None:
     first = _run_once(data_dir, schedule=True)
     by_event = {e["event"]: e for e in first}
     opened = by_event["store_opened"]
-    assert (opened["store"], opened["format"], opened["pending"]) == ("rocks", "rocksdb-v2", 0)
+    assert (opened["store"], opened["format"], opened["pending"]) == ("rocks", "rocksdb-v3", 0)
     assert "started" in by_event and "stopped" in by_event
     access = [e for e in first if e["event"] == "access" and e["path"] == "/v1/timers"]
     assert [(a["method"], a["status"]) for a in access] == [("POST", 201)]
