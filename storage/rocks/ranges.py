@@ -14,6 +14,7 @@ import bisect
 import rocksdict as rd
 
 from storage import records
+from storage.errors import StoreCorruptError
 from storage.rocks import keys as layout
 
 
@@ -34,8 +35,8 @@ def delivered_by_range(
     if raw is None:
         return None  # expired between the two lookups
     page = records.decode_journal_page(raw)
-    if not isinstance(page, records.DeliveredPage):
-        return None
+    if not isinstance(page, records.DeliveredPage):  # written and expired together
+        raise StoreCorruptError(f"the range holding {key!r} leads to a journal page of idents")
     index = bisect.bisect_left(page.keys, key)
     if index == len(page.keys) or page.keys[index] != key:
         return None
