@@ -10,7 +10,9 @@ cancel). An 8-byte value at or below the highest range committed by one page (fo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import itemgetter
+from itertools import repeat
+from operator import add, itemgetter
+from typing import NamedTuple
 
 import rocksdict as rd
 
@@ -20,6 +22,7 @@ from storage.names import validate_idents, validate_name
 from storage.protocol import CancelOutcome, CancelResult, NewTimer, ScheduleResult, TimerState
 from storage.rocks import keys as layout
 from storage.rocks.core import RocksCore
+from storage.rocks.counters import CounterDelta
 from storage.rocks.db import multi_get
 
 _PENDING_BYTES = 8  # an ids value of this length is a pending timer's key time
@@ -27,48 +30,93 @@ _PENDING_BYTES = 8  # an ids value of this length is a pending timer's key time
 
 def schedule(core: RocksCore, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
     topics, ids = validate_idents([t.topic for t in timers], [t.id for t in timers])
-    sep = layout.SEPARATOR
-    idents = [topic + sep + tid for topic, tid in zip(topics, ids, strict=True)]
+    idents = list(map(add, map(add, topics, repeat(layout.SEPARATOR)), ids))
     h = core.handles
-    cf_timers, cf_ids = h.handles["timers"], h.handles["ids"]
-    u64, encode, read_u64 = layout.u64, records.encode, layout.read_u64
     with core.lock:
         old_values = multi_get(h.cfs["ids"], idents)
         _refuse_too_late(core, timers, idents, old_values)
         floor_ms = core.clamp_floor_ms()
-        timer_ops: list[tuple[bytes, bytes | None]] = []  # (key, record; None: delete)
-        id_puts: list[tuple[bytes, bytes]] = []
-        add_op, add_id = timer_ops.append, id_puts.append
         delta = core.delta()
-        latest: dict[bytes, int] = {}  # ident -> key time written earlier in this batch
-        results = []
-        for timer, ident, old in zip(timers, idents, old_values, strict=True):
-            deliver_ms = timer.deliver_at_ms
-            key_ms = deliver_ms if deliver_ms >= floor_ms else floor_ms
-            previous_ms = latest.get(ident)
-            if previous_ms is None and old is not None:
-                previous_ms = read_u64(old)
-            if previous_ms is None:
-                delta.pending[timer.topic] += 1
-            elif previous_ms != key_ms:
-                add_op((u64(previous_ms) + ident, None))
-            key_time = u64(key_ms)  # the timer key is key_time | ident (storage.rocks.keys)
-            record = (timer.payload, timer.headers, now_ms, deliver_ms, 0, timer.binary)
-            add_op((key_time + ident, encode(record)))  # records.TimerRecord
-            add_id((ident, key_time))
-            latest[ident] = key_ms
-            results.append(
-                ScheduleResult(timer.topic, timer.id, key_ms, now_ms, previous_ms is not None)
-            )
-        core.write(_batch_in_key_order(timer_ops, id_puts, cf_timers, cf_ids), delta)
-    return results
+        if old_values.count(None) == len(idents) == len(set(idents)):
+            ops = _new_timer_ops(timers, idents, floor_ms, now_ms, delta)
+        else:
+            ops = _replacing_ops(timers, idents, old_values, floor_ms, now_ms, delta)
+        core.write(_batch_in_key_order(ops, h.handles["timers"], h.handles["ids"]), delta)
+    return ops.results
+
+
+class _ScheduleOps(NamedTuple):
+    timer_ops: list[tuple[bytes, bytes | None]]  # (key, record; None: delete)
+    id_puts: list[tuple[bytes, bytes]]  # (ident, key time)
+    results: list[ScheduleResult]
+
+
+def _new_timer_ops(
+    timers: Sequence[NewTimer],
+    idents: list[bytes],
+    floor_ms: int,
+    now_ms: int,
+    delta: CounterDelta,
+) -> _ScheduleOps:
+    """A batch of identities none of which is stored or repeated (the bulk case).
+
+    Each step runs over the whole batch at once (``map`` and comprehensions instead of
+    one loop with a branch per timer): 0.25 to 0.5 us less per timer, about a tenth of
+    the schedule (docs/perf.md). The bytes are those ``_replacing_ops`` writes for the
+    same timers (a test compares the two).
+    """
+    key_ms = [d if d >= floor_ms else floor_ms for d in [t.deliver_at_ms for t in timers]]
+    key_times = list(map(layout.u64, key_ms))
+    encode = records.encode
+    values = [  # records.TimerRecord
+        encode((t.payload, t.headers, now_ms, t.deliver_at_ms, 0, t.binary)) for t in timers
+    ]
+    delta.pending.update([t.topic for t in timers])
+    return _ScheduleOps(
+        list(zip(map(add, key_times, idents), values, strict=True)),
+        list(zip(idents, key_times, strict=True)),
+        [
+            ScheduleResult(t.topic, t.id, ms, now_ms, False)
+            for t, ms in zip(timers, key_ms, strict=True)
+        ],
+    )
+
+
+def _replacing_ops(
+    timers: Sequence[NewTimer],
+    idents: list[bytes],
+    old_values: list[bytes | None],
+    floor_ms: int,
+    now_ms: int,
+    delta: CounterDelta,
+) -> _ScheduleOps:
+    """Any batch: a stored pending identity is moved (its old key deleted), and of an
+    identity given twice the last one wins."""
+    u64, encode, read_u64 = layout.u64, records.encode, layout.read_u64
+    ops = _ScheduleOps([], [], [])
+    add_op, add_id, add_result = ops.timer_ops.append, ops.id_puts.append, ops.results.append
+    latest: dict[bytes, int] = {}  # ident -> key time written earlier in this batch
+    for timer, ident, old in zip(timers, idents, old_values, strict=True):
+        deliver_ms = timer.deliver_at_ms
+        key_ms = deliver_ms if deliver_ms >= floor_ms else floor_ms
+        previous_ms = latest.get(ident)
+        if previous_ms is None and old is not None:
+            previous_ms = read_u64(old)
+        if previous_ms is None:
+            delta.pending[timer.topic] += 1
+        elif previous_ms != key_ms:
+            add_op((u64(previous_ms) + ident, None))
+        key_time = u64(key_ms)  # the timer key is key_time | ident (storage.rocks.keys)
+        record = (timer.payload, timer.headers, now_ms, deliver_ms, 0, timer.binary)
+        add_op((key_time + ident, encode(record)))  # records.TimerRecord
+        add_id((ident, key_time))
+        latest[ident] = key_ms
+        add_result(ScheduleResult(timer.topic, timer.id, key_ms, now_ms, previous_ms is not None))
+    return ops
 
 
 def _batch_in_key_order(
-    timer_ops: list[tuple[bytes, bytes | None]],
-    id_puts: list[tuple[bytes, bytes]],
-    cf_timers: rd.ColumnFamily,
-    cf_ids: rd.ColumnFamily,
+    ops: _ScheduleOps, cf_timers: rd.ColumnFamily, cf_ids: rd.ColumnFamily
 ) -> rd.WriteBatch:
     """The schedule's writes, each family's in key order.
 
@@ -78,6 +126,7 @@ def _batch_in_key_order(
     so the operations on one key (an identity twice in a batch) keep their order.
     """
     first = itemgetter(0)
+    timer_ops, id_puts = ops.timer_ops, ops.id_puts
     timer_ops.sort(key=first)
     id_puts.sort(key=first)
     batch = rd.WriteBatch(raw_mode=True)

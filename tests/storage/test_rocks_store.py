@@ -263,3 +263,36 @@ def test_default_memtables_small_for_ids_and_rocksdb_defaults_for_timers(tmp_pat
     assert int(timers["level0_file_num_compaction_trigger"]) == 4  # RocksDB's defaults
     assert int(timers["level0_slowdown_writes_trigger"]) == 20
     assert int(timers["level0_stop_writes_trigger"]) == 36
+
+
+def test_new_identities_and_a_batch_that_repeats_one_leave_the_same_bytes(tmp_path):
+    """A batch of only new, distinct identities is written by its own code path (the bulk
+    case, built a step at a time over the whole batch); any other batch by the general
+    one. The same timers through either must leave the same bytes in every family."""
+    timers = [
+        NewTimer(f"topic-{i % 3}", f"t{i:03d}", NOW - 50 + (i * 7919) % 5000,
+                 bytes([i % 256]) * i, {"n": str(i)} if i % 2 else {}, binary=i % 5 == 0)
+        for i in range(60)
+    ]  # fmt: skip
+    bulk = RocksTimerStore(RocksSettings(str(tmp_path / "bulk")))
+    general = RocksTimerStore(RocksSettings(str(tmp_path / "general")))
+    try:
+        bulk.due(NOW, 1)  # the scan cursor moves: the past-due timers below are clamped
+        general.due(NOW, 1)
+        bulk_results = bulk.schedule(timers, NOW)
+        general_results = general.schedule([*timers, timers[7]], NOW)  # a repeat
+        assert bulk_results == general_results[:-1]
+        clamped = [
+            r
+            for r, t in zip(bulk_results, timers, strict=True)
+            if r.deliver_at_ms > t.deliver_at_ms
+        ]
+        assert clamped  # past-due timers are among them
+        for family in ("timers", "ids", "meta"):
+            assert list(bulk.handles.cfs[family].items()) == list(
+                general.handles.cfs[family].items()
+            ), family
+        assert bulk.stats().pending_by_topic == {"topic-0": 20, "topic-1": 20, "topic-2": 20}
+    finally:
+        bulk.close()
+        general.close()
