@@ -1,0 +1,67 @@
+"""The housekeeper's jobs on a real APScheduler and event loop, against a stub service.
+
+The stub stands in for ``TimerService`` only where the test needs control: a store call
+that runs in a worker thread until the test lets it finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import anyio.to_thread
+
+from app.clock import SystemClock
+from app.config import HousekeepingSettings
+from app.housekeeping import Housekeeper
+
+
+class BlockingService:
+    """Its housekeeping call blocks a worker thread until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.clock = SystemClock()  # APScheduler runs on the wall clock
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.finished = threading.Event()
+
+    def _compact(self) -> None:
+        self.entered.set()
+        self.release.wait(30)
+        self.finished.set()
+
+    async def housekeep(self) -> None:
+        await anyio.to_thread.run_sync(self._compact)
+
+    async def stats(self) -> None:
+        raise AssertionError("not scheduled within the test")
+
+
+async def _stop_during_a_run(service: BlockingService) -> Housekeeper:
+    housekeeper = Housekeeper(
+        service,  # type: ignore[arg-type]
+        HousekeepingSettings(interval_ms=20, stats_snapshot_interval_ms=3_600_000),
+    )
+    housekeeper.start()
+    await anyio.to_thread.run_sync(service.entered.wait, 30)
+    await housekeeper.stop()  # APScheduler cancels the job in progress
+    service.release.set()
+    for _ in range(200):  # bounded: the job task ends once the thread returns
+        await asyncio.sleep(0.01)
+        if not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
+            break
+    return housekeeper
+
+
+def test_a_shutdown_during_a_run_ends_it_quietly_after_its_store_call(caplog):
+    caplog.set_level(logging.INFO)
+    service = BlockingService()
+    asyncio.run(_stop_during_a_run(service))
+    assert service.finished.is_set()  # the store call was not cut short
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], [r.getMessage() for r in errors]
+    stopped = [r for r in caplog.records if getattr(r, "event", None) == "job_stopped"]
+    assert [(r.levelno, getattr(r, "job", None)) for r in stopped] == [
+        (logging.INFO, "housekeeping")
+    ]
