@@ -21,11 +21,14 @@ from storage.protocol import IngestReport, LoggedMessage, NewTimer, ScheduleResu
 
 NAME_DESCRIPTION = f"1 to {NAME_MAX_BYTES} bytes of A-Z a-z 0-9 . _ : -"
 STAGE_DIR_PATTERN = "^[^\\u0000]+$"  # any path but one with a NUL byte
+# The pattern is documented, not enforced by msgspec, whose pattern check is a Python
+# regex call per field (0.4 us a batch item): ``app.timer_requests`` checks a batch's
+# names in one call and reports a bad one by item and field like any other 422.
 _NAME_RULE = {
-    "pattern": NAME_PATTERN,
     "min_length": 1,
     "max_length": NAME_MAX_BYTES,
     "description": NAME_DESCRIPTION,
+    "extra_json_schema": {"pattern": NAME_PATTERN},
 }
 # A delay this long from any time before year 8999 stays below MAX_TIME_MS, so every
 # delay the document allows is accepted (1000 years of 365.25 days).

@@ -17,6 +17,7 @@ from typing import Protocol
 import msgspec
 
 from storage.errors import InvalidInputError, Problem
+from storage.names import all_valid, validate_name
 from storage.protocol import NewTimer
 
 MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: far beyond any real delay
@@ -135,13 +136,23 @@ def _deliver_at_ms(req: TimerRequest, now_ms: int) -> int:
     return req.deliver_at_ms
 
 
-def to_new_timer(req: TimerRequest, now_ms: int, timer_id: str, limits: RequestLimits) -> NewTimer:
+def to_new_timer(
+    req: TimerRequest,
+    now_ms: int,
+    timer_id: str,
+    limits: RequestLimits,
+    *,
+    names_checked: bool = False,
+) -> NewTimer:
     """One request as a NewTimer, or InvalidInputError naming the field and the rule.
 
     The common shapes (a delay or a time in range, a text payload within the limit) are
     checked inline: this runs once per timer of a 10,000-timer batch. Anything else goes
-    through the checks that name the field and the rule.
+    through the checks that name the field and the rule. ``names_checked``: the caller
+    has found the topic and id valid already (a batch checks all of them in one call).
     """
+    if not names_checked:
+        _check_names(req)
     delay_ms, deliver_at_ms = req.delay_ms, req.deliver_at_ms
     if deliver_at_ms is None and delay_ms is not None and 0 <= delay_ms <= MAX_TIME_MS - now_ms:
         deliver_at_ms = now_ms + delay_ms
@@ -163,6 +174,15 @@ def to_new_timer(req: TimerRequest, now_ms: int, timer_id: str, limits: RequestL
     return NewTimer(req.topic, timer_id, deliver_at_ms, payload, headers or {}, binary)
 
 
+def _check_names(req: TimerRequest) -> None:
+    """The name rule (``storage.names``). The API's schema documents it as a pattern but
+    does not have msgspec enforce it: msgspec runs a Python regex per field, which cost
+    0.4 us of the 0.6 us a batch item took to decode (docs/perf.md)."""
+    validate_name("topic", req.topic)
+    if req.id is not None:
+        validate_name("id", req.id)
+
+
 def to_new_timers(
     reqs: Sequence[TimerRequest | None],
     now_ms: int,
@@ -179,7 +199,10 @@ def to_new_timers(
             f"timers must hold 1 to {limits.max_batch_timers} items, got {len(reqs)}",
             field="timers",
         )
-    missing = sum(1 for r in reqs if r is not None and r.id is None)
+    given = [r for r in reqs if r is not None]
+    client_ids = [r.id for r in given if r.id is not None]
+    names_checked = all_valid(list({r.topic for r in given})) and all_valid(client_ids)
+    missing = len(given) - len(client_ids)
     fresh = iter(ids.make(now_ms, missing) if missing else ())
     timers: list[NewTimer] = []
     found = list(problems)
@@ -188,7 +211,7 @@ def to_new_timers(
             continue
         try:
             timer_id = req.id if req.id is not None else next(fresh)
-            timers.append(to_new_timer(req, now_ms, timer_id, limits))
+            timers.append(to_new_timer(req, now_ms, timer_id, limits, names_checked=names_checked))
         except InvalidInputError as exc:
             field = f"timers[{i}].{exc.field}"
             found.append(Problem(field, f"{field}: {exc.message}", i))

@@ -39,7 +39,7 @@ def test_msgpack_batch_with_binary_payload_and_generated_ids(fake_api: FakeApi) 
 def test_batch_is_all_or_nothing_and_lists_every_bad_item(fake_api: FakeApi) -> None:
     timers = _timers(10)
     timers[2]["delay_ms"] = "soon"  # wrong type (decode)
-    timers[5]["topic"] = "bad topic"  # charset (decode)
+    timers[5]["topic"] = "bad topic"  # charset (checked after decoding)
     timers[7]["deliver_at_ms"] = T0_MS  # both time fields (rule)
     timers[8]["surprise"] = 1  # unknown field
     r = fake_api.client.post("/v1/timers/batch", json={"timers": timers})
@@ -54,6 +54,25 @@ def test_batch_is_all_or_nothing_and_lists_every_bad_item(fake_api: FakeApi) -> 
     assert error["field"] == "timers[2].delay_ms"
     assert fake_api.stats()["pending"] == 0
     assert fake_api.client.get("/v1/timers/batch/t0000").status_code == 404
+
+
+def test_bad_names_in_a_batch_that_decodes_whole_are_each_reported(fake_api: FakeApi) -> None:
+    """Names are checked for the whole batch in one call after decoding; when that fails,
+    every bad name is still reported by item and field."""
+    timers = _timers(8)
+    timers[1]["id"] = "two\nlines"  # would pass as two good names in a joined check
+    timers[4]["topic"] = "ordérs"
+    timers[6]["id"] = "a b"
+    r = fake_api.client.post("/v1/timers/batch", json={"timers": timers})
+    assert r.status_code == 422, r.text
+    problems = r.json()["error"]["problems"]
+    assert [(p["index"], p["field"]) for p in problems] == [
+        (1, "timers[1].id"),
+        (4, "timers[4].topic"),
+        (6, "timers[6].id"),
+    ]
+    assert all("may contain only A-Z a-z 0-9 . _ : -" in p["message"] for p in problems)
+    assert fake_api.stats()["pending"] == 0
 
 
 def test_batch_limits(fake_api_factory) -> None:

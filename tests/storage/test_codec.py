@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from storage import records
 from storage.errors import InvalidInputError
-from storage.names import validate_idents, validate_name
+from storage.names import all_valid, validate_idents, validate_name
 from storage.records import TimerRecord
 from storage.rocks import keys as layout
 
@@ -101,3 +101,23 @@ def test_a_batch_of_names_validates_like_each_name(pairs, bad_at):
         with pytest.raises(InvalidInputError) as caught:
             validate_idents(topics, ids)
         assert caught.value.field == "id"
+
+
+def _follows_the_rule(name: str) -> bool:
+    try:
+        validate_name("topic", name)
+    except InvalidInputError:
+        return False
+    return True
+
+
+@given(
+    st.lists(
+        st.one_of(names, st.sampled_from(["", "a b", "two\nlines", "\n", "x\n", "é", "t" * 129])),
+        max_size=20,
+    )
+)
+def test_all_valid_agrees_with_each_name(batch):
+    """The one-regex check of a batch's names says yes exactly when every name passes
+    ``validate_name`` (a newline inside a name must not pass as two names)."""
+    assert all_valid(batch) == all(map(_follows_the_rule, batch))
