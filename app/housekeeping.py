@@ -82,7 +82,8 @@ class Housekeeper:
         try:
             await job()
         except (StoreClosedError, asyncio.CancelledError):
-            log.info("%s stopped by the shutdown", name, extra={"event": "job_stopped", "job": name})
+            extra = {"event": "job_stopped", "job": name}
+            log.info("%s stopped by the shutdown", name, extra=extra)
 
     async def _housekeep(self) -> None:
         report = await self.service.housekeep()
