@@ -35,33 +35,37 @@ def validate_name(field: str, value: str) -> bytes:
     )
 
 
+def _joined_if_valid(names: list[str]) -> str | None:
+    """The names, each followed by a newline (a byte no name may hold), when every one
+    follows the rule: one regex call for a whole batch. A name holding a newline would
+    pass as two lines, so the count of lines must be the count of names."""
+    try:
+        joined = "\n".join(names) + "\n"
+    except TypeError:  # a name that is not a string
+        return None
+    if _valid_lines(joined) is None or joined.count("\n") != len(names):
+        return None
+    return joined
+
+
 def all_valid(names: list[str]) -> bool:
     """Whether every name follows the rule, in one regex call over the joined names.
 
     A batch's hot path: ``validate_name`` then says which name broke the rule and how.
     """
-    try:
-        joined = "\n".join(names) + "\n"
-    except TypeError:  # a name that is not a string
-        return False
-    # a name holding a newline would pass as two lines: the count of lines tells
-    return not names or (_valid_lines(joined) is not None and joined.count("\n") == len(names))
+    return not names or _joined_if_valid(names) is not None
 
 
 def validate_idents(topics: list[str], ids: list[str]) -> tuple[list[bytes], list[bytes]]:
     """Validate a batch's names; return them as bytes.
 
-    The hot path checks every id with one regex call over the ids joined by newlines (a
-    byte no name may hold) and encodes them with one call; when that fails, each name is
-    checked on its own so the error names the rule it broke. Topics repeat, so each
-    distinct topic is checked once.
+    The hot path checks every id with one regex call over the joined ids and encodes them
+    with one call; when that fails, each name is checked on its own so the error names
+    the rule it broke. Topics repeat, so each distinct topic is checked once.
     """
-    try:
-        joined = "\n".join(ids) + "\n"
-    except TypeError:  # an id that is not a string: the per-name check says so
-        joined = ""
-    ids_b = joined.encode().split(b"\n") if joined and _valid_lines(joined) else []
-    if len(ids_b) == len(ids) + 1:  # an id holding a newline would add a piece
+    joined = _joined_if_valid(ids) if ids else None
+    if joined is not None:
+        ids_b = joined.encode().split(b"\n")
         ids_b.pop()  # the empty piece after the last newline
     else:
         ids_b = [validate_name("id", i) for i in ids]
