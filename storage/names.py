@@ -17,6 +17,11 @@ NAME_PATTERN = f"^[{NAME_CHARS}]{{1,{NAME_MAX_BYTES}}}$"  # for JSON Schema / py
 
 _valid_name = re.compile(f"[{NAME_CHARS}]{{1,{NAME_MAX_BYTES}}}").fullmatch
 _valid_lines = re.compile(f"(?:[{NAME_CHARS}]{{1,{NAME_MAX_BYTES}}}\n)+").fullmatch
+# topic, 0x00, id: how storage.rocks.keys joins the two (0x00 is in no name)
+PAIR_SEPARATOR = "\x00"
+_valid_pair_lines = re.compile(
+    f"(?:[{NAME_CHARS}]{{1,{NAME_MAX_BYTES}}}\x00[{NAME_CHARS}]{{1,{NAME_MAX_BYTES}}}\n)+"
+).fullmatch
 
 
 def validate_name(field: str, value: str) -> bytes:
@@ -56,24 +61,29 @@ def all_valid(names: list[str]) -> bool:
     return not names or _joined_if_valid(names) is not None
 
 
-def validate_idents(topics: list[str], ids: list[str]) -> tuple[list[bytes], list[bytes]]:
-    """Validate a batch's names; return them as bytes.
+def validate_idents(topics: list[str], ids: list[str]) -> list[bytes]:
+    """Validate a batch's names; return each pair as ``topic | 0x00 | id`` bytes (the
+    identity ``storage.rocks.keys`` builds its keys from).
 
-    The hot path checks every id with one regex call over the joined ids and encodes them
-    with one call; when that fails, each name is checked on its own so the error names
-    the rule it broke. Topics repeat, so each distinct topic is checked once.
+    The hot path is a few C calls for the whole batch: four slice assignments and one
+    join build ``topic 0x00 id \\n ...``, one regex checks it, one encode and one split
+    cut it (0.30 -> 0.17 us a timer, docs/perf.md). No name may hold 0x00 or a newline,
+    so each line must be exactly one valid name, a 0x00 and another valid name, and the
+    count of lines must be the count of pairs (a newline inside an id could otherwise
+    pass as two pairs). ``str.join`` refuses anything but strings. When the check fails,
+    each name is checked on its own, ids first, so the error names the rule it broke.
     """
-    joined = _joined_if_valid(ids) if ids else None
-    if joined is not None:
-        ids_b = joined.encode().split(b"\n")
-        ids_b.pop()  # the empty piece after the last newline
-    else:
-        ids_b = [validate_name("id", i) for i in ids]
-    seen: dict[str, bytes] = {}
-    topics_b = []
-    for topic in topics:
-        topic_b = seen.get(topic)
-        if topic_b is None:
-            topic_b = seen[topic] = validate_name("topic", topic)
-        topics_b.append(topic_b)
-    return topics_b, ids_b
+    count = len(ids)
+    parts = [PAIR_SEPARATOR] * (4 * count)
+    parts[::4], parts[2::4], parts[3::4] = topics, ids, ["\n"] * count
+    try:
+        joined = "".join(parts)
+    except TypeError:  # a name that is not a string
+        joined = ""
+    if count and _valid_pair_lines(joined) is not None and joined.count("\n") == count:
+        idents = joined.encode().split(b"\n")
+        idents.pop()  # the empty piece after the last newline
+        return idents
+    ids_b = [validate_name("id", i) for i in ids]
+    separator = PAIR_SEPARATOR.encode()
+    return [validate_name("topic", t) + separator + i for t, i in zip(topics, ids_b, strict=True)]

@@ -46,7 +46,9 @@ from __future__ import annotations
 
 import struct
 
-SEPARATOR = b"\x00"
+from storage.names import PAIR_SEPARATOR
+
+SEPARATOR = PAIR_SEPARATOR.encode()  # b"\x00"
 _U64 = struct.Struct(">Q")
 U64_MAX = (1 << 64) - 1
 DELIVERED_TAG = b"D"  # ids values: 8 bytes = pending key time; DELIVERED_TAG + record

@@ -89,18 +89,51 @@ def test_invalid_names_rejected_with_field_named(field, bad):
 
 @given(st.lists(st.tuples(names, names), max_size=30), st.integers(min_value=0, max_value=29))
 def test_a_batch_of_names_validates_like_each_name(pairs, bad_at):
-    """The one-regex path of validate_idents agrees with validate_name, and its fallback
-    names the field of the first bad id."""
+    """The one-regex path of validate_idents agrees with validate_name and builds the
+    identities the key layout does, and its fallback names the field of the first bad id."""
     topics, ids = [t for t, _ in pairs], [i for _, i in pairs]
-    assert validate_idents(topics, ids) == (
-        [validate_name("topic", t) for t in topics],
-        [validate_name("id", i) for i in ids],
-    )
+    assert validate_idents(topics, ids) == [
+        layout.ident_key(validate_name("topic", t), validate_name("id", i)) for t, i in pairs
+    ]
     if pairs:
         ids[bad_at % len(ids)] = "bad\nid"
         with pytest.raises(InvalidInputError) as caught:
             validate_idents(topics, ids)
         assert caught.value.field == "id"
+
+
+_awkward = st.sampled_from(["", "a b", "two\nlines", "\n", "x\n", "é", "t" * 129, "a\x00b"])
+
+
+@given(
+    st.lists(
+        st.tuples(st.one_of(names, _awkward), st.one_of(names, _awkward, st.just("a\nt\x00b"))),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_a_batch_refuses_exactly_the_batches_with_a_bad_name(pairs):
+    """A newline or 0x00 inside a name must not let the joined batch pass as other pairs
+    (``a\\nt\\x00b`` as an id would read as two valid pairs without the count of lines)."""
+    topics, ids = [t for t, _ in pairs], [i for _, i in pairs]
+    every_name_follows = all(map(_follows_the_rule, topics + ids))
+    try:
+        idents = validate_idents(topics, ids)
+    except InvalidInputError as refused:
+        assert not every_name_follows
+        assert refused.field in ("topic", "id")
+    else:
+        assert every_name_follows
+        assert len(idents) == len(pairs)
+
+
+def test_a_name_that_is_not_a_string_is_refused_by_field():
+    with pytest.raises(InvalidInputError) as caught:
+        validate_idents(["orders", 7], ["a", "b"])  # type: ignore[list-item]
+    assert caught.value.field == "topic"
+    with pytest.raises(InvalidInputError) as caught:
+        validate_idents(["orders"], [b"a"])  # type: ignore[list-item]
+    assert caught.value.field == "id"
 
 
 def _follows_the_rule(name: str) -> bool:
