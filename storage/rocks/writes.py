@@ -102,7 +102,7 @@ def _new_timers_batch(
     )
     timer_keys.sort()  # in key order: see _batch_in_key_order
     batch = rd.WriteBatch(raw_mode=True)
-    put = batch.put
+    put = batch.put  # each deque(..., 0) below runs a map to its end in C, keeping nothing
     deque(
         map(put, timer_keys, map(record_at.__getitem__, timer_keys), repeat(handles["timers"])), 0
     )
