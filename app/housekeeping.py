@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -37,16 +37,21 @@ class Housekeeper:
         self.snapshots = 0
 
     def start(self) -> None:
-        """Schedule the jobs; call from inside the running event loop."""
-        now_ms = self.service.clock.now_ms()  # the service's injected clock, not datetime.now
+        """Schedule the jobs; call from inside the running event loop.
+
+        APScheduler fires on the wall clock, so the first run is anchored there and not
+        on the service's injected clock: a fake clock years behind made APScheduler walk
+        every missed interval since then on the event loop (3 million at 30 s, six
+        seconds of startup) before it coalesced them into one run.
+        """
         interval_ms = self.settings.interval_ms
-        first_run_ms = now_ms + min(FIRST_RUN_AFTER_MS, interval_ms)
+        first_run_after = timedelta(milliseconds=min(FIRST_RUN_AFTER_MS, interval_ms))
         common = {"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
         self.scheduler.add_job(
             self.housekeep,
             "interval",
             seconds=interval_ms / 1000,
-            next_run_time=datetime.fromtimestamp(first_run_ms / 1000, UTC),
+            next_run_time=datetime.now(UTC) + first_run_after,
             id="housekeep",
             **common,
         )

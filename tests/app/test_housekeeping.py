@@ -9,19 +9,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from datetime import UTC, datetime, timedelta
 
 import anyio.to_thread
 
-from app.clock import SystemClock
+from app.clock import FakeClock
 from app.config import HousekeepingSettings
 from app.housekeeping import Housekeeper
+
+FAKE_NOW_MS = 1_700_000_000_000  # November 2023
 
 
 class BlockingService:
     """Its housekeeping call blocks a worker thread until ``release`` is set."""
 
     def __init__(self) -> None:
-        self.clock = SystemClock()  # APScheduler runs on the wall clock
+        self.clock = FakeClock(FAKE_NOW_MS)  # years behind: the housekeeper must not use it
         self.entered = threading.Event()
         self.release = threading.Event()
         self.finished = threading.Event()
@@ -65,3 +68,21 @@ def test_a_shutdown_during_a_run_ends_it_quietly_after_its_store_call(caplog):
     assert [(r.levelno, getattr(r, "job", None)) for r in stopped] == [
         (logging.INFO, "housekeeping")
     ]
+
+
+async def _first_housekeeping_run(settings: HousekeepingSettings) -> tuple[datetime, ...]:
+    housekeeper = Housekeeper(BlockingService(), settings)  # type: ignore[arg-type]
+    before = datetime.now(UTC)
+    housekeeper.start()
+    after = datetime.now(UTC)
+    next_run = housekeeper.scheduler.get_job("housekeep").next_run_time
+    await housekeeper.stop()
+    return before, next_run, after
+
+
+def test_the_first_run_is_anchored_on_the_wall_clock_not_the_service_clock():
+    """APScheduler fires on wall time; a run anchored on a fake clock years behind made it
+    walk millions of missed intervals before the app could start."""
+    settings = HousekeepingSettings(interval_ms=30_000, stats_snapshot_interval_ms=3_600_000)
+    before, next_run, after = asyncio.run(_first_housekeeping_run(settings))
+    assert before + timedelta(seconds=5) <= next_run <= after + timedelta(seconds=5)
