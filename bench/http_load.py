@@ -152,7 +152,7 @@ def batch_posts(
                   [round(timers / r) for r in reversed(rounds)])  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="drive a running server instead of starting one")
     parser.add_argument("--clients", type=int, default=2, help="client threads (connections)")
@@ -167,7 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.single, args.batches, args.batch_size, args.repeats = 200, 10, 200, 1
+    return args
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     proc = None
     with tempfile.TemporaryDirectory(prefix="timerstore-http-load-") as data_dir:
         url = args.url
@@ -182,13 +186,21 @@ def main(argv: list[str] | None = None) -> int:
             if proc is not None:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(60)
-
     for f in figures:
-        target = f"  (target {f.target_timers_per_s:,}/s)" if f.target_timers_per_s else ""
-        rounds = f"  rounds {', '.join(f'{r:,.0f}' for r in f.rounds_timers_per_s)}"
-        print(f"{f.name:48s} {f.timers_per_s:>12,.0f} timers/s  "
-              f"{f.requests_per_s:>9,.1f} req/s{target}"
-              f"{rounds if len(f.rounds_timers_per_s) > 1 else ''}")  # fmt: skip
+        print_figure(f)
+    write_result(args, argv, figures)
+    return 0
+
+
+def print_figure(f: Figure) -> None:
+    target = f"  (target {f.target_timers_per_s:,}/s)" if f.target_timers_per_s else ""
+    rounds = f"  rounds {', '.join(f'{r:,.0f}' for r in f.rounds_timers_per_s)}"
+    print(f"{f.name:48s} {f.timers_per_s:>12,.0f} timers/s  "
+          f"{f.requests_per_s:>9,.1f} req/s{target}"
+          f"{rounds if len(f.rounds_timers_per_s) > 1 else ''}")  # fmt: skip
+
+
+def write_result(args: argparse.Namespace, argv: list[str] | None, figures: list[Figure]) -> None:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = Path(args.out) if args.out else RESULTS / f"http_load-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -203,7 +215,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
-    return 0
 
 
 if __name__ == "__main__":
