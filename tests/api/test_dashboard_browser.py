@@ -169,6 +169,100 @@ def _click(browser: Browser, selector: str) -> None:
     )
 
 
+def _sign_in(browser: Browser) -> None:
+    browser.wait_for("!document.getElementById('login').hidden")  # keys are configured
+    # nothing drawn before signing in: the colour probes below start from zero
+    assert _pixels(browser, "chart-rate", (0x2F, 0x9E, 0x44)) == 0
+    assert _pixels(browser, "chart-due", (0x5B, 0x6F, 0xD8)) == 0
+    browser.js(f"document.getElementById('login-key').value = '{KEY}'")
+    _click(browser, "document.getElementById('login-submit')")
+
+
+def _check_charts(browser: Browser) -> None:
+    """Deliveries per second and lateness from the stream, and the due buckets, drawn."""
+    browser.wait_for("state.history.some(p => p.rate > 0 && p.p99 !== null)")
+    browser.wait_for("Number(document.getElementById('chart-rate').dataset.points) >= 2")
+    browser.wait_for("Number(document.getElementById('chart-lateness').dataset.points) >= 2")
+    browser.wait_for("Number(document.getElementById('chart-due').dataset.points) === 4")
+    # the bars are the store's bucket counts: 50 reminders each in the hour, day, beyond
+    due = browser.js("JSON.parse(document.getElementById('chart-due').dataset.values)")
+    assert due[1:] == [50, 50, 50] and due[0] >= 50, due
+    # and the charts drew them: the series' colours are on the canvases
+    assert _pixels(browser, "chart-rate", (0x2F, 0x9E, 0x44)) > 20
+    assert _pixels(browser, "chart-lateness", (0xD8, 0x57, 0x2F)) > 20  # p99
+    assert _pixels(browser, "chart-due", (0x5B, 0x6F, 0xD8)) > 4 * 100
+
+
+def _check_tables(browser: Browser) -> None:
+    topics = browser.wait_for(
+        "[...document.querySelectorAll('#topics tbody tr')].map(r => "
+        "[...r.cells].map(c => c.textContent))"
+        ".filter(r => ['reminders', 'orders', 'hooked'].includes(r[0]))"
+    )
+    assert topics == [
+        ["hooked", "0", "0", "webhook", "-"],
+        ["orders", "0", "40", "log", "billing: 25"],
+        ["reminders", "200", "0", "log", "-"],
+    ]
+    rows = browser.wait_for(
+        "(() => { const r = document.querySelectorAll('#deadletters tbody tr');"
+        " return r.length === 3 && [...r].map(x => x.dataset.topic + '/' + x.dataset.id); })()"
+    )
+    assert sorted(rows) == ["dl/d1", "dl/d2", "dz/z1"]
+
+
+def _screenshot(browser: Browser, tmp_path: Path) -> None:
+    """After a few refreshes; docs/dashboard.png is written from it when missing."""
+    browser.wait_for("state.history.filter(p => p.rate > 0).length >= 8")
+    assert browser.js("document.getElementById('login').offsetParent === null")  # gone
+    shot = tmp_path / "dashboard.png"
+    browser.screenshot(shot)
+    assert shot.stat().st_size > 20_000
+    print(f"screenshot: {shot}")
+    if not (DOCS / "dashboard.png").exists() and DOCS.is_dir():
+        shutil.copyfile(shot, DOCS / "dashboard.png")
+
+
+def _replay_dead_letters(browser: Browser, client: httpx.Client) -> None:
+    """One dead letter by its button, then the rest of its topic by the topic's button."""
+    _click(
+        browser,
+        "[...document.querySelectorAll('#deadletters tbody tr')]"
+        ".find(r => r.dataset.topic === 'dl' && r.dataset.id === 'd1')"
+        ".querySelector('button.replay')",
+    )
+    _until(lambda: _state(client, "dl", "d1") in ("pending", "in_flight", "delivered"), "replay")
+    assert _state(client, "dl", "d2") == "dead_lettered"
+    browser.wait_for("document.getElementById('dl-message').textContent === 'replayed dl/d1'")
+    browser.wait_for("document.querySelectorAll('#deadletters tbody tr').length === 2")
+    _click(browser, "document.querySelector('#dl-topics button[data-topic=\"dl\"]')")
+    _until(lambda: _state(client, "dl", "d2") != "dead_lettered", "topic replay")
+
+
+def _purge_dead_letters(browser: Browser, client: httpx.Client) -> None:
+    """Purge asks first; cancelling keeps everything, confirming removes the last one."""
+    browser.wait_for("document.querySelectorAll('#deadletters tbody tr').length === 1")
+    _click(browser, "document.getElementById('dl-purge')")
+    assert browser.js("!document.getElementById('dl-confirm').hidden")
+    _click(browser, "document.getElementById('dl-purge-no')")
+    assert _state(client, "dz", "z1") == "dead_lettered"
+    _click(browser, "document.getElementById('dl-purge')")
+    _click(browser, "document.getElementById('dl-purge-yes')")
+    browser.wait_for(
+        "document.getElementById('dl-message').textContent === 'purged 1 dead letters'"
+    )
+    assert client.get("/v1/deadletters").json()["timers"] == []
+    assert _state(client, "dz", "z1") is None
+    assert _until(lambda: _state(client, "dl", "d1") == "delivered", "replayed delivery")
+
+
+def _look_up(browser: Browser) -> None:
+    browser.js("document.getElementById('lookup-topic').value = 'orders'")
+    browser.js("document.getElementById('lookup-id').value = 'o7'")
+    _click(browser, "document.getElementById('lookup-submit')")
+    browser.wait_for("document.getElementById('lookup-result').dataset.state === 'delivered'")
+
+
 @pytest.mark.browser
 @pytest.mark.slow
 def test_dashboard_in_chromium(server: tuple[str, httpx.Client], tmp_path: Path) -> None:
@@ -176,85 +270,13 @@ def test_dashboard_in_chromium(server: tuple[str, httpx.Client], tmp_path: Path)
     browser = Browser(_chromium(), tmp_path / "profile")
     try:
         browser.open(f"{url}/ui?refresh_ms=500")
-        browser.wait_for("!document.getElementById('login').hidden")  # keys are configured
-        # nothing drawn before signing in: the colour probes below start from zero
-        assert _pixels(browser, "chart-rate", (0x2F, 0x9E, 0x44)) == 0
-        assert _pixels(browser, "chart-due", (0x5B, 0x6F, 0xD8)) == 0
-        browser.js(f"document.getElementById('login-key').value = '{KEY}'")
-        _click(browser, "document.getElementById('login-submit')")
-        # charts hold data: deliveries per second and lateness from the stream, due buckets
-        browser.wait_for("state.history.some(p => p.rate > 0 && p.p99 !== null)")
-        browser.wait_for("Number(document.getElementById('chart-rate').dataset.points) >= 2")
-        browser.wait_for("Number(document.getElementById('chart-lateness').dataset.points) >= 2")
-        browser.wait_for("Number(document.getElementById('chart-due').dataset.points) === 4")
-        # the bars are the store's bucket counts: 50 reminders each in the hour, day, beyond
-        due = browser.js("JSON.parse(document.getElementById('chart-due').dataset.values)")
-        assert due[1:] == [50, 50, 50] and due[0] >= 50, due
-        # and the charts drew them: the series' colours are on the canvases
-        assert _pixels(browser, "chart-rate", (0x2F, 0x9E, 0x44)) > 20
-        assert _pixels(browser, "chart-lateness", (0xD8, 0x57, 0x2F)) > 20  # p99
-        assert _pixels(browser, "chart-due", (0x5B, 0x6F, 0xD8)) > 4 * 100
-        topics = browser.wait_for(
-            "[...document.querySelectorAll('#topics tbody tr')].map(r => "
-            "[...r.cells].map(c => c.textContent))"
-            ".filter(r => ['reminders', 'orders', 'hooked'].includes(r[0]))"
-        )
-        assert topics == [
-            ["hooked", "0", "0", "webhook", "-"],
-            ["orders", "0", "40", "log", "billing: 25"],
-            ["reminders", "200", "0", "log", "-"],
-        ]
-        rows = browser.wait_for(
-            "(() => { const r = document.querySelectorAll('#deadletters tbody tr');"
-            " return r.length === 3 && [...r].map(x => x.dataset.topic + '/' + x.dataset.id); })()"
-        )
-        assert sorted(rows) == ["dl/d1", "dl/d2", "dz/z1"]
-        browser.wait_for("state.history.filter(p => p.rate > 0).length >= 8")
-        assert browser.js("document.getElementById('login').offsetParent === null")  # gone
-        shot = tmp_path / "dashboard.png"
-        browser.screenshot(shot)
-        assert shot.stat().st_size > 20_000
-        print(f"screenshot: {shot}")
-        if not (DOCS / "dashboard.png").exists() and DOCS.is_dir():
-            shutil.copyfile(shot, DOCS / "dashboard.png")
-
-        # replay one dead letter by its button
-        _click(
-            browser,
-            "[...document.querySelectorAll('#deadletters tbody tr')]"
-            ".find(r => r.dataset.topic === 'dl' && r.dataset.id === 'd1')"
-            ".querySelector('button.replay')",
-        )
-        _until(
-            lambda: _state(client, "dl", "d1") in ("pending", "in_flight", "delivered"), "replay"
-        )
-        assert _state(client, "dl", "d2") == "dead_lettered"
-        browser.wait_for("document.getElementById('dl-message').textContent === 'replayed dl/d1'")
-        # replay the rest of a topic by its button
-        browser.wait_for("document.querySelectorAll('#deadletters tbody tr').length === 2")
-        _click(browser, "document.querySelector('#dl-topics button[data-topic=\"dl\"]')")
-        _until(lambda: _state(client, "dl", "d2") != "dead_lettered", "topic replay")
-        # purge asks first; cancelling keeps everything
-        browser.wait_for("document.querySelectorAll('#deadletters tbody tr').length === 1")
-        _click(browser, "document.getElementById('dl-purge')")
-        assert browser.js("!document.getElementById('dl-confirm').hidden")
-        _click(browser, "document.getElementById('dl-purge-no')")
-        assert _state(client, "dz", "z1") == "dead_lettered"
-        _click(browser, "document.getElementById('dl-purge')")
-        _click(browser, "document.getElementById('dl-purge-yes')")
-        browser.wait_for(
-            "document.getElementById('dl-message').textContent === 'purged 1 dead letters'"
-        )
-        assert client.get("/v1/deadletters").json()["timers"] == []
-        assert _state(client, "dz", "z1") is None
-        assert _until(lambda: _state(client, "dl", "d1") == "delivered", "replayed delivery")
-
-        # one timer's state by topic and id
-        browser.js("document.getElementById('lookup-topic').value = 'orders'")
-        browser.js("document.getElementById('lookup-id').value = 'o7'")
-        _click(browser, "document.getElementById('lookup-submit')")
-        browser.wait_for("document.getElementById('lookup-result').dataset.state === 'delivered'")
-
+        _sign_in(browser)
+        _check_charts(browser)
+        _check_tables(browser)
+        _screenshot(browser, tmp_path)
+        _replay_dead_letters(browser, client)
+        _purge_dead_letters(browser, client)
+        _look_up(browser)
         assert KEY not in browser.js("location.href")
         assert browser.errors() == []
     finally:

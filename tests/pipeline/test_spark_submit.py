@@ -28,14 +28,11 @@ ROWS = [
 ]
 
 
-def test_spark_submit_imports_a_csv_file(tmp_path):
-    with open(tmp_path / "in.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(HEADER)
-        writer.writerows(ROWS)
+def _submit_import(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``spark-submit`` of the import job on ``in.csv`` into ``data``, rejects to a file."""
     submit = Path(sys.executable).parent / "spark-submit"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    done = subprocess.run(
+    return subprocess.run(
         [
             *(str(submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false"),
             *(
@@ -52,6 +49,14 @@ def test_spark_submit_imports_a_csv_file(tmp_path):
         text=True,
         timeout=240,
     )
+
+
+def test_spark_submit_imports_a_csv_file(tmp_path):
+    with open(tmp_path / "in.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(HEADER)
+        writer.writerows(ROWS)
+    done = _submit_import(tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout[done.stdout.index("\n{") :])  # after the progress lines
     s = result["import"]
