@@ -3,8 +3,10 @@
 It owns the store and the engine for the life of the process, turns requests into
 ``NewTimer``s (clock, ids, limits), and runs every store call that touches RocksDB in a
 worker thread so the event loop is never blocked by a write, a lock wait or a scan.
-Batches are written in store calls of at most ``store_chunk_timers`` timers (a
-100,000-entry WriteBatch froze the loop for 85 ms; see DESIGN.md).
+A batch is one store call, so it is stored all together or not at all, a 409 included.
+``limits.max_batch_timers`` (10,000) bounds that call: ``db.write`` holds the GIL, and
+10,000 timers held it for about 15 ms here (a 100,000-entry WriteBatch froze the loop for
+85 ms; see DESIGN.md).
 
 Lifecycle: ``start`` (open store, start engine) -> ``begin_shutdown`` (refuse new work
 with StoreClosedError = 503, wake long-polls) -> ``stop`` (wait for store calls in
@@ -208,14 +210,17 @@ class TimerService:
         timer_id = req.id if req.id is not None else self.ids.make(now_ms)[0]
         started = time.perf_counter()
         timer = to_new_timer(req, now_ms, timer_id, self.limits)
-        results = await self.call(self.store.schedule, [timer], now_ms)
+        try:
+            results = await self.call(self.store.schedule, [timer], now_ms)
+        except ConflictError as exc:
+            raise _as_single(exc) from None
         self.telemetry.scheduled(1, int(results[0].replaced), "one", _since(started))
         return results[0], timer
 
     async def schedule_many(
         self, reqs: Sequence[TimerRequest | None], problems: Sequence[Problem] = ()
     ) -> list[ScheduleResult]:
-        """Validate every item first, then store in chunks (in one worker thread).
+        """Validate every item first, then store them in one store call (all or nothing).
 
         ``None`` items failed to decode and ``problems`` says why: they are reported
         together with every other bad item, and nothing is stored.
@@ -223,19 +228,9 @@ class TimerService:
         now_ms = self.clock.now_ms()
         started = time.perf_counter()
         timers = to_new_timers(reqs, now_ms, self.ids, self.limits, problems)
-        results = await self.call(self._schedule_chunks, timers, now_ms)
+        results = await self.call(self.store.schedule, timers, now_ms)
         replaced = sum(map(_REPLACED, results))  # C-level: this runs on the event loop
         self.telemetry.scheduled(len(results), replaced, "batch", _since(started))
-        return results
-
-    def _schedule_chunks(self, timers: list[NewTimer], now_ms: int) -> list[ScheduleResult]:
-        chunk = self.limits.store_chunk_timers
-        results: list[ScheduleResult] = []
-        for start in range(0, len(timers), chunk):
-            try:
-                results.extend(self.store.schedule(timers[start : start + chunk], now_ms))
-            except ConflictError as exc:
-                raise _shifted(exc, start, stored=len(results)) from None
         return results
 
     async def ingest(self, stage_dir: str, *, replace: bool = False) -> IngestReport:
@@ -354,13 +349,8 @@ def _since(started: float) -> float:
     return time.perf_counter() - started
 
 
-def _shifted(exc: ConflictError, start: int, *, stored: int) -> ConflictError:
-    """The store names the item by its index in the chunk: make it the batch index."""
-    field, message = exc.field, exc.message
-    if field is not None and field.startswith("timers[") and "]" in field:
-        index = int(field[len("timers[") : field.index("]")]) + start
-        message = message.replace(field, f"timers[{index}]", 1)
-        field = f"timers[{index}]"
-    if stored:
-        message += f" ({stored} earlier timers of this batch were stored)"
-    return ConflictError(message, state=exc.state, field=field)
+def _as_single(exc: ConflictError) -> ConflictError:
+    """The store names a conflicting item by its index in the call (``timers[0]``); a
+    single-timer request has no ``timers``: name its ``id``."""
+    message = exc.message.removeprefix("timers[0]: ")
+    return ConflictError(message, state=exc.state, field="id")

@@ -45,7 +45,6 @@ class RequestLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_body_bytes: int = 32 << 20
     max_wait_ms: int = 30_000  # longest long-poll
     max_page_limit: int = 1000  # GET listings: largest `limit`
-    store_chunk_timers: int = 2000  # a batch is written in store calls of at most this many
 
 
 class InvalidBatchError(InvalidInputError):

@@ -52,7 +52,8 @@ async def schedule_timer(request: Request) -> Response:
     "/batch",
     summary="Schedule a batch of timers (JSON or msgpack)",
     description="All or nothing: every item is validated first and the 422 lists every bad "
-    "item by index and field. Batches are written in store calls of a few thousand timers.",
+    "item by index and field; the valid batch is then stored in one atomic write, so a 409 "
+    "for one item (in flight or delivered) stores none of them.",
     response_class=MsgspecJSONResponse,
     openapi_extra=request_body("TimerBatchCreate", BATCH_EXAMPLE, msgpack=True),
     responses=responses(

@@ -84,23 +84,26 @@ def test_batch_limits(fake_api_factory) -> None:
     assert api.stats()["pending"] == 0
 
 
-def test_big_batch_is_written_in_chunks(fake_api_factory) -> None:
-    api: FakeApi = fake_api_factory(limits={"store_chunk_timers": 7})
-    r = api.client.post("/v1/timers/batch", json={"timers": _timers(50)})
-    assert r.status_code == 200 and r.json()["scheduled"] == 50
-    assert api.stats()["pending"] == 50
+def test_a_full_size_batch_is_stored(fake_api: FakeApi) -> None:
+    r = fake_api.client.post("/v1/timers/batch", json={"timers": _timers(10_000)})
+    assert r.status_code == 200 and r.json()["scheduled"] == 10_000
+    assert fake_api.stats()["pending"] == 10_000
 
 
-def test_batch_conflict_names_the_batch_index(fake_api_factory) -> None:
-    api: FakeApi = fake_api_factory(limits={"store_chunk_timers": 3})
-    api.client.post("/v1/timers", json={"topic": "batch", "id": "t0004", "delay_ms": 0})
-    flying = api.service.store.due(api.clock.now_ms(), 10)
-    r = api.client.post("/v1/timers/batch", json={"timers": _timers(6)})
+def test_a_conflict_late_in_a_big_batch_stores_none_of_it(fake_api: FakeApi) -> None:
+    """All or nothing holds for a 409 too, however big the batch: the service once wrote
+    batches in store calls of 2000 timers, and a conflict at item 2400 left 2000 stored."""
+    fake_api.client.post("/v1/timers", json={"topic": "batch", "id": "t2400", "delay_ms": 0})
+    flying = fake_api.service.store.due(fake_api.clock.now_ms(), 10)
+    assert [t.id for t in flying] == ["t2400"]
+    r = fake_api.client.post("/v1/timers/batch", json={"timers": _timers(2500)})
     assert r.status_code == 409, r.text
     error = r.json()["error"]
-    assert error["state"] == "in_flight" and error["field"] == "timers[4]"
-    assert error["message"].startswith("timers[4]:")
-    api.service.store.release(flying)
+    assert error["state"] == "in_flight" and error["field"] == "timers[2400]"
+    assert error["message"] == "timers[2400]: batch/t2400 is being delivered"
+    assert fake_api.stats()["pending"] == 1  # the one in flight, nothing of the batch
+    assert fake_api.client.get("/v1/timers/batch/t0000").status_code == 404
+    fake_api.service.store.release(flying)
 
 
 def test_duplicate_identity_in_one_batch_keeps_the_last(fake_api: FakeApi) -> None:

@@ -71,9 +71,16 @@ class _Stream:
         )
         self.stop = threading.Event()
         self.sent = 0
+        self.failure: Exception | None = None  # raised again by __exit__
         self.thread = threading.Thread(target=self._run, name="stream", daemon=True)
 
     def _run(self) -> None:
+        try:
+            self._send_rounds()
+        except Exception as exc:  # an assert in a thread is only a warning: keep it
+            self.failure = exc
+
+    def _send_rounds(self) -> None:
         for round_no in range(self.MAX_ROUNDS):
             timers = [
                 {"topic": "stream", "id": f"s{round_no}-{i}", "delay_ms": 200 + 10 * i}
@@ -93,6 +100,8 @@ class _Stream:
         self.thread.join(30)
         self.client.close()
         assert not self.thread.is_alive(), "the stream thread did not stop"
+        if self.failure is not None:
+            raise AssertionError(f"the stream failed: {self.failure!r}") from self.failure
 
 
 # pixels of a canvas within a small distance of a colour: the chart drew something

@@ -119,10 +119,14 @@ def test_reschedule_of_in_flight_or_delivered_is_409(fake_api: FakeApi) -> None:
     flying = fake_api.service.store.due(fake_api.clock.now_ms(), 1)
     r = fake_api.client.post("/v1/timers", json={"topic": "r", "id": "a", "delay_ms": 5})
     assert r.status_code == 409 and r.json()["error"]["state"] == "in_flight"
+    # a single timer's body has no timers[0]: the error names its id
+    assert r.json()["error"]["field"] == "id"
+    assert r.json()["error"]["message"] == "r/a is being delivered"
     fake_api.service.store.release(flying)
     fake_api.deliver_due()
     r = fake_api.client.post("/v1/timers", json={"topic": "r", "id": "b", "delay_ms": 5})
     assert r.status_code == 409 and r.json()["error"]["state"] == "delivered"
+    assert r.json()["error"]["field"] == "id"
 
 
 def test_list_pending_in_due_order_with_cursor_and_filters(fake_api: FakeApi) -> None:
