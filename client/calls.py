@@ -31,6 +31,7 @@ from client.models import (
 )
 
 T = TypeVar("T")
+Payload = str | bytes | bytearray | memoryview  # text, or binary
 _ENCODER = msgspec.msgpack.Encoder()
 
 
@@ -114,19 +115,27 @@ def get(topic: str, timer_id: str) -> Call[Timer]:
     return Call("GET", _timer_path(topic, timer_id), _read_timer)
 
 
-def _read_cancel(status: int, body: bytes) -> Cancelled:
-    if status == 204:
-        return Cancelled(outcome=CancelOutcome.CANCELLED)
-    error = error_from(status, body)
-    if error.code == "not_found":
-        return Cancelled(outcome=CancelOutcome.UNKNOWN)
-    if error.code == "conflict":
-        return Cancelled(outcome=CancelOutcome.TOO_LATE, state=error.state)
-    raise error
+def _cancel_reader(topic: str, timer_id: str) -> Callable[[int, bytes], Cancelled]:
+    """204 is CANCELLED, the server's 409 TOO_LATE, and its 404 for this very timer
+    UNKNOWN; any other 404 (a wrong base URL, a proxy's page) raises: it says nothing
+    about the timer."""
+    unknown_timer = f"no timer {topic}/{timer_id}"  # the server's message for it
+
+    def read(status: int, body: bytes) -> Cancelled:
+        if status == 204:
+            return Cancelled(outcome=CancelOutcome.CANCELLED)
+        error = error_from(status, body)
+        if error.code == "not_found" and error.message == unknown_timer:
+            return Cancelled(outcome=CancelOutcome.UNKNOWN)
+        if error.code == "conflict":
+            return Cancelled(outcome=CancelOutcome.TOO_LATE, state=error.state)
+        raise error
+
+    return read
 
 
 def cancel(topic: str, timer_id: str) -> Call[Cancelled]:
-    return Call("DELETE", _timer_path(topic, timer_id), _read_cancel)
+    return Call("DELETE", _timer_path(topic, timer_id), _cancel_reader(topic, timer_id))
 
 
 def list_pending(
@@ -174,12 +183,12 @@ def spec(
     id: str | None = None,
     deliver_at_ms: int | None = None,
     delay_ms: int | None = None,
-    payload: str | bytes | None = None,
+    payload: Payload | None = None,
     headers: dict[str, str] | None = None,
 ) -> TimerSpec:
-    """A TimerSpec; a ``bytes`` payload goes as binary, a ``str`` one as text."""
-    binary = payload if isinstance(payload, bytes) else None
-    text = payload if isinstance(payload, str) else None
+    """A TimerSpec; a ``str`` payload goes as text, bytes (``bytes``, ``bytearray``,
+    ``memoryview``) as binary; any other type is a TypeError naming ``payload``."""
+    text, binary = _split_payload(payload)
     return TimerSpec(
         topic=topic,
         id=id,
@@ -189,3 +198,14 @@ def spec(
         payload_b64=binary,
         headers=headers,
     )
+
+
+def _split_payload(payload: object) -> tuple[str | None, bytes | None]:
+    """(text, binary) of a payload: silently dropping one of an unexpected type would
+    schedule a timer without it."""
+    if payload is None or isinstance(payload, str):
+        return payload, None
+    if isinstance(payload, bytes | bytearray | memoryview):
+        return None, bytes(payload)
+    kind = type(payload).__name__
+    raise TypeError(f"payload must be str, bytes, bytearray or memoryview, not {kind}")

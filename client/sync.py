@@ -9,7 +9,7 @@ from typing import TypeVar
 import httpx
 
 from client import calls
-from client.calls import Call, http_options, timeout_of
+from client.calls import Call, Payload, http_options, timeout_of
 from client.models import (
     BatchScheduled,
     Cancelled,
@@ -64,11 +64,12 @@ class TimerStoreClient:
         id: str | None = None,
         deliver_at_ms: int | None = None,
         delay_ms: int | None = None,
-        payload: str | bytes | None = None,
+        payload: Payload | None = None,
         headers: dict[str, str] | None = None,
     ) -> Scheduled:
-        """One timer, due at ``deliver_at_ms`` or after ``delay_ms``; a ``bytes`` payload
-        is binary. ``replaced`` says whether it rescheduled a pending topic+id."""
+        """One timer, due at ``deliver_at_ms`` or after ``delay_ms``; a ``str`` payload
+        is text, ``bytes``/``bytearray``/``memoryview`` binary (another type: TypeError).
+        ``replaced`` says whether it rescheduled a pending topic+id."""
         spec = calls.spec(
             topic,
             id=id,

@@ -16,7 +16,8 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import cast
 
 from app.clock import Clock
@@ -86,50 +87,64 @@ class Dispatcher(StageThread):
             sink.deliver(batch)
         except Exception as exc:  # any sink failure is a failed delivery attempt
             self.failed_batches += 1
-            log.warning(
-                "sink %s failed for %d timers (first %s/%s): %s",
-                sink.name,
-                len(batch),
-                batch[0].topic,
-                batch[0].id,
-                exc,
-                extra={
-                    "event": "delivery_failed",
-                    "sink": sink.name,
-                    "count": len(batch),
-                    "topic": batch[0].topic,
-                    "timer_id": batch[0].id,
-                    "topics": sorted({t.topic for t in batch}),
-                },
-            )
             error = f"{type(exc).__name__}: {exc}"
             self._fail(batch, self._now(now_ms), error, self.max_attempts, sink.name)
             return
         self._commit(batch, self._now(now_ms), sink.name, started)
 
     def settle(self, items: Sequence[Settled], now_ms: int | None = None) -> None:
-        """Record what a settling sink answered: commit, back off, defer or release."""
+        """Record what a settling sink answered: commit, back off, defer or release.
+
+        Each item on its own: the sink has handed all of them over, so a store error on
+        one (a full disk) must not drop the others. The failed item's timers are released
+        (pending again, delivered again later, never stranded in flight) and the first
+        error is raised once every item is settled (the stage loop logs it); any later
+        one is logged here.
+        """
+        failure: Exception | None = None
         for item in items:
-            started, timers, now = time.perf_counter(), item.timers, self._now(now_ms)
-            if item.outcome is Outcome.DELIVERED:
-                self._commit(timers, now, item.sink, started)
-            elif item.outcome is Outcome.FAILED:
-                attempts = item.max_attempts or self.max_attempts
-                self._fail(timers, now, item.error, attempts, item.sink)
-            elif item.outcome is Outcome.DEFERRED:
+            try:
+                self._settle_one(item, now_ms)
+            except Exception as exc:  # settle the rest first; the first is raised after
+                self.store.release(item.timers)  # a no-op for timers already settled
+                if failure is None:
+                    failure = exc
+                else:
+                    log.error("settling also failed", exc_info=exc, extra={"event": "error"})
+        if failure is not None:
+            raise failure
+
+    def _settle_one(self, item: Settled, now_ms: int | None) -> None:
+        if not item.timers:  # a lane that had answered every timer before it failed
+            return
+        started, timers, now = time.perf_counter(), item.timers, self._now(now_ms)
+        if item.outcome is Outcome.DELIVERED:
+            self._commit(timers, now, item.sink, started)
+        elif item.outcome is Outcome.FAILED:
+            attempts = item.max_attempts or self.max_attempts
+            self._fail(timers, now, item.error, attempts, item.sink)
+        elif item.outcome is Outcome.DEFERRED:
+            with self._released_on_error(timers, "deferral"):
                 self.store.retry_later(timers, now + item.defer_ms, item.error, attempt=False)
-            else:
-                self.store.release(timers)
+        else:
+            self.store.release(timers)
+
+    @contextmanager
+    def _released_on_error(self, timers: Sequence[DueTimer], what: str) -> Iterator[None]:
+        """A store write that raises names its timers, releases them and re-raises: the
+        scanner skips timers in flight, so one left there would never be tried again."""
+        try:
+            yield
+        except Exception as exc:  # re-raised: the caller (the stage loop) logs the trace
+            _log_store_failed(what, timers, exc)
+            self.store.release(timers)
+            raise
 
     def _commit(
         self, batch: Sequence[DueTimer], delivered_ms: int, sink: str, started: float
     ) -> None:
-        try:
+        with self._released_on_error(batch, "commit of delivered timers"):
             self.store.commit_delivered(batch, delivered_ms, sink=sink)
-        except Exception:
-            _log_commit_failed(batch)
-            self.store.release(batch)  # never strand timers in flight
-            raise
         self.delivered += len(batch)
         lateness_ms = [
             delivered_ms - max(t.record.requested_deliver_at_ms, t.record.created_at_ms)
@@ -148,6 +163,9 @@ class Dispatcher(StageThread):
     def _fail(
         self, batch: Sequence[DueTimer], now_ms: int, error: str, max_attempts: int, sink: str
     ) -> None:
+        """A failed attempt: each timer backs off, or goes to the dead letters after
+        ``max_attempts``."""
+        _log_delivery_failed(sink, batch, error)
         retry: dict[int, list[DueTimer]] = defaultdict(list)
         dead = []
         for timer in batch:
@@ -156,11 +174,13 @@ class Dispatcher(StageThread):
                 dead.append(timer)
             else:
                 retry[attempt].append(timer)
-        for attempt, timers in retry.items():
-            delay = backoff_ms(attempt, self.backoff_base_ms, self.backoff_max_ms)
-            self.store.retry_later(timers, now_ms + delay, error)
+        with self._released_on_error(batch, "back-off or dead-lettering of failed timers"):
+            for attempt, timers in retry.items():
+                delay = backoff_ms(attempt, self.backoff_base_ms, self.backoff_max_ms)
+                self.store.retry_later(timers, now_ms + delay, error)
+            if dead:
+                self.store.dead_letter(dead, now_ms, error)
         if dead:
-            self.store.dead_letter(dead, now_ms, error)
             _log_dead_letters(dead, error)
         if self.telemetry is not None:
             self.telemetry.delivery_failed(sink, len(batch), len(dead))
@@ -172,13 +192,37 @@ class Dispatcher(StageThread):
         return None  # run_once already waited on the queue
 
 
-def _log_commit_failed(batch: Sequence[DueTimer]) -> None:
-    """The store refused a commit: name the timers (the stage loop logs the traceback)."""
-    log.error(
-        "commit of %d delivered timers failed (first %s/%s); released for another attempt",
+def _log_delivery_failed(sink: str, batch: Sequence[DueTimer], error: str) -> None:
+    """One line per failed attempt of a batch (a sink that raised, or a route's settled
+    failures: they are merged per error on each dispatcher turn), naming the first timer."""
+    log.warning(
+        "sink %s failed for %d timers (first %s/%s): %s",
+        sink,
         len(batch),
         batch[0].topic,
         batch[0].id,
+        error,
+        extra={
+            "event": "delivery_failed",
+            "sink": sink,
+            "count": len(batch),
+            "topic": batch[0].topic,
+            "timer_id": batch[0].id,
+            "topics": sorted({t.topic for t in batch}),
+            "error": error,
+        },
+    )
+
+
+def _log_store_failed(what: str, batch: Sequence[DueTimer], exc: Exception) -> None:
+    """The store refused a write: name the timers (the stage loop logs the traceback)."""
+    log.error(
+        "%s failed for %d timers (first %s/%s): %s; released for another attempt",
+        what,
+        len(batch),
+        batch[0].topic,
+        batch[0].id,
+        exc,
         extra={
             "event": "error",
             "count": len(batch),

@@ -103,10 +103,12 @@ class Engine:
         self.dispatcher.stop()
         self.queue.stop()
         self.sink.stop()
-        if isinstance(self.sink, SettlingSink):  # what settled while stopping
-            self.dispatcher.settle(self.sink.collect())
-        leftovers = self.queue.drain()
-        for batch in leftovers:
-            self.store.release(batch)
-        if leftovers:
-            log.info("engine stopped with %d batches still pending", len(leftovers))
+        try:
+            if isinstance(self.sink, SettlingSink):  # what settled while stopping
+                self.dispatcher.settle(self.sink.collect())
+        finally:  # a store error settling must not strand the queued batches in flight
+            leftovers = self.queue.drain()
+            for batch in leftovers:
+                self.store.release(batch)
+            if leftovers:
+                log.info("engine stopped with %d batches still pending", len(leftovers))

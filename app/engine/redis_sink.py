@@ -13,6 +13,7 @@ duplicates by (topic, id).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +25,8 @@ from app.engine.routing_sink import Report
 from app.engine.sinks import Outcome, Settled
 from app.routing import Route, SinkSettings
 from storage.protocol import DueTimer
+
+log = logging.getLogger(__name__)
 
 REDIS_SINK = "redis_stream"
 _encode = msgspec.json.Encoder().encode
@@ -73,9 +76,31 @@ class RedisStreamSender:
                     await pipe.execute()
             except Exception as exc:  # the sink boundary: any failure is a failed attempt
                 error = f"redis {type(exc).__name__}: {exc}"[:200]
+                self._log_failed(timers, error)
                 report(Settled(timers, Outcome.FAILED, REDIS_SINK, error, self._max_attempts))
                 return
         report(Settled(timers, Outcome.DELIVERED, REDIS_SINK))
+
+    def _log_failed(self, timers: Sequence[DueTimer], error: str) -> None:
+        """One line per failed pipeline (the route's URL is not logged: it may hold a
+        password); the dispatcher then logs the attempt as ``delivery_failed``."""
+        log.warning(
+            "redis stream %s: sending %d timers failed (first %s/%s): %s",
+            self._stream,
+            len(timers),
+            timers[0].topic,
+            timers[0].id,
+            error,
+            extra={
+                "event": "sink_error",
+                "sink": REDIS_SINK,
+                "stream": self._stream,
+                "count": len(timers),
+                "topic": timers[0].topic,
+                "timer_id": timers[0].id,
+                "error": error,
+            },
+        )
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -10,8 +10,13 @@ import pytest
 from app.clock import SystemClock
 from app.engine import Engine, EngineSettings
 from app.engine.dispatcher import backoff_ms
-from app.engine.sinks import CallbackSink
-from storage.protocol import NewTimer, TimerState
+from app.engine.routing_sink import RoutingSink
+from app.engine.sinks import CallbackSink, Outcome, Settled
+from app.engine.webhook_sink import WEBHOOK_SINK, WebhookSender
+from app.routing import Route, RouteTable, SinkSettings, check_route
+from storage.protocol import LOG_SINK, NewTimer, TimerState
+from storage.rocks import RocksSettings, RocksTimerStore
+from tests.sinks.receiver import Receiver, wait_for
 
 NOW = 1_700_000_000_000
 
@@ -116,3 +121,126 @@ def test_threads_deliver_on_the_real_clock_and_stop_cleanly(rocks_store):
     assert len(log) == 100
     assert all(m.delivered_at_ms >= now + 50 for m in log)
     assert not engine.running
+
+
+class _WriteFailsOnce(RocksTimerStore):
+    """A real RocksDB store whose first write of the named kinds fails, like a full disk
+    (fault injection)."""
+
+    def __init__(self, settings: RocksSettings, fails: set[str]) -> None:
+        super().__init__(settings)
+        self.fails = fails
+        self.failed = False
+
+    def _maybe_fail(self, write: str) -> None:
+        if write in self.fails and not self.failed:
+            self.failed = True
+            raise OSError("No space left on device")
+
+    def commit_delivered(self, timers, delivered_ms, *, sink=LOG_SINK):
+        self._maybe_fail("commit_delivered")
+        return super().commit_delivered(timers, delivered_ms, sink=sink)
+
+    def retry_later(self, timers, retry_at_ms, error, *, attempt=True):
+        self._maybe_fail("retry_later")
+        return super().retry_later(timers, retry_at_ms, error, attempt=attempt)
+
+
+def _settled_by(sink: RoutingSink, count: int) -> list[Settled]:
+    """What the sink settled, collected until ``count`` timers are answered (bounded)."""
+    settled: list[Settled] = []
+
+    def answered() -> bool:
+        settled.extend(sink.collect())
+        return sum(len(s.timers) for s in settled) >= count
+
+    wait_for(answered, timeout_s=30, what=f"{count} timers settled by the webhook lane")
+    return settled
+
+
+def test_a_store_error_settling_route_answers_strands_no_timer_in_flight(tmp_path, clock):
+    """The first store write of a settle fails: the other answers are still recorded,
+    the failed one's timers are released, and every timer is delivered in the end."""
+
+    def first_attempt_of_f_fails(body):
+        return 500 if body["id"].startswith("f") and body["attempt"] == 1 else 200
+
+    recv = Receiver("k", rule=first_attempt_of_f_fails)
+    url = recv.start()
+    store = _WriteFailsOnce(
+        RocksSettings(str(tmp_path / "rocks")), {"commit_delivered", "retry_later"}
+    )
+    settings = SinkSettings(stop_wait_ms=500)
+    routes = RouteTable(store.control)
+    sink = RoutingSink(routes, settings, clock, {WEBHOOK_SINK: WebhookSender})
+    engine = Engine(store, clock, EngineSettings(backoff_base_ms=50), sink=sink)
+    ids = ["ok1", "ok2", "f1", "f2"]
+    try:
+        now = clock.now_ms()
+        routes.put("hook", check_route(Route("webhook", url, "k"), settings), now)
+        store.schedule([NewTimer("hook", i, now) for i in ids], now)
+        assert engine.scanner.run_once(now) == 4
+        assert engine.dispatcher.run_once(now) == 4  # all four handed to the webhook lane
+        settled = _settled_by(sink, 4)
+        assert {s.outcome for s in settled} == {Outcome.DELIVERED, Outcome.FAILED}
+        with pytest.raises(OSError, match="No space left"):
+            engine.dispatcher.settle(settled, now)
+        assert store.stats().in_flight == 0  # the failed answer's timers were released
+
+        def all_delivered() -> bool:  # run_once also records what the lane settled
+            engine.run_once(clock.advance(1000))
+            return store.stats().delivered == len(ids)
+
+        wait_for(all_delivered, timeout_s=30, what="every timer delivered")
+    finally:
+        engine.stop()
+        recv.stop()
+    try:
+        assert store.stats().in_flight == 0 and store.stats().pending == 0
+        assert sorted(a.body["id"] for a in recv.ok()) == sorted(ids)
+        assert all(store.get("hook", i).state == TimerState.DELIVERED for i in ids)
+    finally:
+        store.close()
+
+
+def test_a_store_error_backing_off_a_failed_batch_releases_it(tmp_path, clock, flaky_sink):
+    store = _WriteFailsOnce(RocksSettings(str(tmp_path / "rocks")), {"retry_later"})
+    try:
+        engine = Engine(store, clock, sink=flaky_sink(1))
+        now = clock.now_ms()
+        store.schedule([NewTimer("orders", "a", now)], now)
+        with pytest.raises(OSError, match="No space left"):
+            engine.run_once(now)  # the sink fails, then so does the back-off's write
+        assert store.stats().in_flight == 0 and store.stats().pending == 1
+        assert engine.run_once(now) == 1  # released: tried again, and delivered
+        assert [m.id for m in delivered_log(store)] == ["a"]
+        assert store.stats().in_flight == 0
+    finally:
+        store.close()
+
+
+def test_a_store_error_settling_at_stop_still_returns_the_queued_batches(tmp_path, clock):
+    """Engine.stop records what the lanes answered, then releases what is still queued:
+    a failing commit in the first step must not leave the queued batches in flight."""
+    recv = Receiver("k")
+    url = recv.start()
+    store = _WriteFailsOnce(RocksSettings(str(tmp_path / "rocks")), {"commit_delivered"})
+    settings = SinkSettings(stop_wait_ms=5000)
+    routes = RouteTable(store.control)
+    sink = RoutingSink(routes, settings, clock, {WEBHOOK_SINK: WebhookSender})
+    engine = Engine(store, clock, EngineSettings(scan_batch=2), sink=sink)
+    try:
+        now = clock.now_ms()
+        routes.put("hook", check_route(Route("webhook", url, "k"), settings), now)
+        store.schedule([NewTimer("hook", f"t{i}", now) for i in range(4)], now)
+        assert engine.scanner.run_once(now) == 4  # two batches queued
+        assert engine.dispatcher.run_once(now) == 2  # one handed to the lane, one queued
+        wait_for(lambda: len(recv.ok()) == 2, timeout_s=30, what="the lane's two sends")
+        assert store.stats().in_flight == 4
+        with pytest.raises(OSError, match="No space left"):
+            engine.stop()  # the lane's answers fail to commit
+        assert store.stats().in_flight == 0 and store.stats().pending == 4
+    finally:
+        engine.stop()
+        recv.stop()
+        store.close()

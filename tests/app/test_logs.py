@@ -1,7 +1,9 @@
 """Structured logs: one JSON object per line, with the event and the timer's topic/id.
 
-The engine runs on a real RocksDB store with a sink that fails, so the dead-lettering
-and delivery-failure lines are the ones the service writes; a subprocess test in
+The engine runs on a real RocksDB store with a sink that raises, and with the service's
+routing sink and webhook sender posting to a real receiver that answers 500 (they report
+failures later, through the dispatcher's settle), so the dead-lettering and
+delivery-failure lines are the ones the service writes; a subprocess test in
 tests/api/test_serve_logs.py covers start, stop, the store line, housekeeping and
 uvicorn's access log.
 """
@@ -16,9 +18,13 @@ from collections.abc import Iterator
 import pytest
 
 from app.engine import Engine, EngineSettings
+from app.engine.routing_sink import RoutingSink
+from app.engine.webhook_sink import WEBHOOK_SINK, WebhookSender
 from app.logs import configure_logging
+from app.routing import Route, RouteTable, SinkSettings, check_route
 from storage.protocol import LOG_SINK, NewTimer
 from storage.rocks import RocksSettings, RocksTimerStore
+from tests.sinks.receiver import Receiver, wait_for
 
 
 @pytest.fixture
@@ -105,9 +111,48 @@ def test_dead_letters_and_failures_are_logged_with_topic_and_id(
     assert len(failures) == 2
     assert failures[0]["sink"] == "broker" and failures[0]["count"] == 2
     assert (failures[0]["topic"], failures[0]["timer_id"]) == ("orders", "o1")
+    assert failures[0]["error"] == "ConnectionError: broker down"
     dead = [(x["topic"], x["timer_id"]) for x in lines if x["event"] == "dead_letter"]
     assert dead == [("orders", "o1"), ("orders", "o2")]
     assert rocks_store.stats().dead_lettered == 2
+
+
+def test_a_webhook_routes_failed_attempts_and_dead_letter_are_logged(
+    restore_logging, rocks_store, clock
+) -> None:
+    out = io.StringIO()
+    configure_logging("json", "info", out)
+    receiver = Receiver("k", rule=lambda body: 500)
+    url = receiver.start()
+    settings = SinkSettings(stop_wait_ms=500)
+    routes = RouteTable(rocks_store.control)
+    sink = RoutingSink(routes, settings, clock, {WEBHOOK_SINK: WebhookSender})
+    engine = Engine(rocks_store, clock, EngineSettings(backoff_base_ms=50), sink=sink)
+    try:
+        now = clock.now_ms()
+        route = check_route(Route("webhook", url, "k", max_attempts=2), settings)
+        routes.put("hooked", route, now)
+        rocks_store.schedule([NewTimer("hooked", "h1", now)], now)
+
+        def dead_lettered() -> bool:  # run_once also records what the lane settled
+            engine.run_once(clock.advance(1000))
+            return rocks_store.stats().dead_lettered == 1
+
+        wait_for(dead_lettered, timeout_s=30, what="the webhook timer dead-lettered")
+    finally:
+        engine.stop()
+        receiver.stop()
+    assert len(receiver.arrivals) == 2
+    lines = _lines(out)
+    failures = [
+        (x["level"], x["sink"], x["count"], x["topic"], x["timer_id"], x["error"])
+        for x in lines
+        if x["event"] == "delivery_failed"
+    ]
+    attempt = ("warning", "webhook", 1, "hooked", "h1", "webhook answered 500")
+    assert failures == [attempt, attempt]  # one line per failed attempt
+    dead = [(x["topic"], x["timer_id"]) for x in lines if x["event"] == "dead_letter"]
+    assert dead == [("hooked", "h1")]
 
 
 class _CommitFailsOnce(RocksTimerStore):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections import Counter
 
 from storage.protocol import NewTimer, TimerState
 from tests.sinks.receiver import wait_for
+from tests.sinks.redis_server import free_port
 
 
 def now_ms() -> int:
@@ -67,3 +69,21 @@ def test_timers_retry_while_redis_is_down_and_arrive_after_restart(routed, redis
     assert set(ids) == {f"j{i}".encode() for i in range(200)}
     assert r.store.stats().dead_lettered == 0
     assert r.store.get("jobs", "j0").attempts >= 3
+
+
+def test_each_failed_send_is_logged_with_stream_count_and_error(routed, caplog):
+    caplog.set_level(logging.WARNING, logger="app.engine.redis_sink")
+    r = routed()
+    nobody = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens: connection refused
+    r.route("gone", sink="redis_stream", url=nobody, stream="jobs", max_attempts=2)
+    start = now_ms()
+    r.store.schedule([NewTimer("gone", f"g{i}", start) for i in range(3)], start)
+    wait_for(lambda: r.store.stats().dead_lettered == 3, what="three dead letters")
+    lines = [x for x in caplog.records if x.name == "app.engine.redis_sink"]
+    assert lines and all(x.levelno == logging.WARNING for x in lines)
+    assert {(x.event, x.sink, x.stream, x.topic) for x in lines} == {
+        ("sink_error", "redis_stream", "jobs", "gone")
+    }
+    assert sum(x.count for x in lines) == 3 * 2
+    assert all(x.error.startswith("redis ") for x in lines)
+    assert all(nobody not in x.getMessage() for x in lines)  # no URL (it may hold a password)
