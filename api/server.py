@@ -14,8 +14,10 @@ the restart (the embedded topic log commits delivery in the same batch, so none 
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
+import socket
 import sys
 from types import FrameType
 from typing import Any
@@ -33,6 +35,7 @@ log = logging.getLogger("timerstore.server")
 FORCED_EXIT_CODE = 130
 EXIT_BAD_SETTINGS = 2
 EXIT_STORE_UNAVAILABLE = 3  # the data directory cannot be opened: the message says why
+EXIT_CANNOT_LISTEN = 4  # host:port cannot be bound (uvicorn would exit 3, as a bad store)
 
 
 def register(subparsers: Any) -> None:
@@ -65,6 +68,56 @@ class GracefulServer(uvicorn.Server):
         log.info("signal %d: stopping (again to force)", sig)
         self.service.begin_shutdown()
         super().handle_exit(sig, frame)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        # uvicorn names the address only when it binds it itself: say where we listen
+        if not self.started:
+            return
+        for sock in sockets or ():
+            host, port = sock.getsockname()[:2]
+            log.info("listening on http://%s:%d", f"[{host}]" if ":" in host else host, port)
+
+
+def bind_listeners(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to every address ``host`` resolves to, as asyncio's create_server
+    binds them (SO_REUSEADDR, IPv6 sockets v6-only); uvicorn then listens on them.
+
+    Bound before anything starts, so a port in use is an OSError here, not uvicorn's
+    log line and ``sys.exit(3)`` after the service started (3 means a bad store here).
+    """
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    bound: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):  # drops duplicates
+            sock = socket.socket(family, kind, proto)
+            bound.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError:
+        close_all(bound)
+        raise
+    return bound
+
+
+def close_all(sockets: list[socket.socket]) -> None:
+    for sock in sockets:
+        sock.close()
+
+
+def cannot_listen_message(host: str, port: int, exc: OSError) -> str:
+    """One line: the address, the OS's reason and what to do."""
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        todo = "stop the process listening there or choose another --port (TIMERSTORE_PORT)"
+    else:
+        todo = (
+            "set --host (TIMERSTORE_HOST) to an address of this machine and --port "
+            "(TIMERSTORE_PORT) to one this user may bind"
+        )
+    return f"cannot listen on {host}:{port}: {reason}; {todo}"
 
 
 def build_server(settings: Settings, store: TimerStore | None = None) -> GracefulServer:
@@ -102,11 +155,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"timerstore serve: {exc.message}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
     configure_logging(settings.log_format, settings.log_level)  # uvicorn's logs follow it
-    try:  # opened before uvicorn starts, so a bad data directory is one line, not a traceback
-        store = open_store(settings)
-    except StoreOpenError as exc:
-        print(f"timerstore serve: {exc.message}", file=sys.stderr)
-        return EXIT_STORE_UNAVAILABLE
-    server = build_server(settings, store)
-    server.run()
+    # bound, then opened, before uvicorn starts: a port in use or a bad data directory is
+    # one line, not a traceback, each with its own exit status
+    try:
+        listeners = bind_listeners(settings.host, settings.port)
+    except OSError as exc:
+        message = cannot_listen_message(settings.host, settings.port, exc)
+        print(f"timerstore serve: {message}", file=sys.stderr)
+        return EXIT_CANNOT_LISTEN
+    try:
+        try:
+            store = open_store(settings)
+        except StoreOpenError as exc:
+            print(f"timerstore serve: {exc.message}", file=sys.stderr)
+            return EXIT_STORE_UNAVAILABLE
+        server = build_server(settings, store)
+        server.run(sockets=listeners)
+    finally:
+        close_all(listeners)  # uvicorn closed them already unless its startup failed
     return 0 if server.started else 1

@@ -154,9 +154,23 @@ def _check_format(path: str, meta: rd.Rdict) -> None:
         raise _format_error(path, found)
 
 
+def _make_store_dir(path: str) -> None:
+    """Create the store's directory (and its parents); StoreOpenError when the OS refuses."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:  # a parent that is a file, is missing on a read-only mount ...
+        cause = exc.strerror or str(exc)
+        where = exc.filename if exc.filename is not None else path
+        raise StoreOpenError(
+            f"cannot create the RocksDB store directory {path}: {cause} ({where}). Set "
+            "data_dir (--data-dir or TIMERSTORE_DATA_DIR) to a directory this user can "
+            "create and write."
+        ) from exc
+
+
 def open_db(settings: RocksSettings) -> RocksHandles:
     """Open (or create) the store's database; StoreOpenError names the directory and cause."""
-    os.makedirs(settings.path, exist_ok=True)
+    _make_store_dir(settings.path)
     if is_format_1(settings.path):
         raise _format_error(settings.path, 1)
     cache = rd.Cache(settings.block_cache_bytes)

@@ -13,9 +13,7 @@ import base64
 import binascii
 import bisect
 import heapq
-from collections.abc import Sequence
-
-import msgspec
+from collections.abc import Iterator, Sequence
 
 from storage.errors import InvalidInputError
 from storage.names import validate_name
@@ -24,19 +22,41 @@ from storage.rocks import keys as layout
 from storage.wheel.core import WheelCore
 from storage.wheel.layout import DeadRec, DeliveredRec, SchedRec
 
-_Cursor = tuple[int, str, str]
+_Key = tuple[int, str, str]  # (key_ms, topic, id): sorts as the RocksDB timer key's bytes
 
 
-def _encode_cursor(value: object) -> str:
-    return base64.urlsafe_b64encode(msgspec.msgpack.encode(value)).decode()
+def _encode_cursor(key: bytes) -> str:
+    return base64.urlsafe_b64encode(key).decode()
 
 
-def _decode_cursor(cursor: str) -> _Cursor:
+def _decode_cursor(cursor: str) -> bytes:
+    """The key a cursor names, by the RocksDB store's rule (``storage.rocks.reads``): any
+    well-formed cursor (base64url, padded, not empty) is a position in key order, so
+    both stores take every cursor the API document allows; anything else is a 422."""
     try:
-        raw = base64.urlsafe_b64decode(cursor.encode())
-        return msgspec.msgpack.decode(raw, type=tuple[int, str, str])
-    except (binascii.Error, ValueError, msgspec.DecodeError):
-        raise InvalidInputError("cursor is not one this service returned", field="cursor") from None
+        key = base64.b64decode(cursor.encode(), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError):
+        key = b""
+    if not key:
+        raise InvalidInputError("cursor is not a well-formed cursor", field="cursor")
+    return key
+
+
+def _after(cursor_key: bytes, key: _Key) -> bool:
+    """Whether a pending timer's RocksDB timer key sorts after ``cursor_key``.
+
+    Names are ASCII without 0x00, so (key_ms, topic, id) tuples sort as those keys do;
+    only a timer in the cursor's millisecond needs its key built to compare the bytes.
+    """
+    cursor_ms = int.from_bytes(cursor_key[:8].ljust(8, b"\0"), "big")
+    if key[0] != cursor_ms:
+        return key[0] > cursor_ms
+    return _timer_key(key) > cursor_key
+
+
+def _timer_key(key: _Key) -> bytes:
+    ms, topic, timer_id = key
+    return layout.timer_key(ms, topic.encode(), timer_id.encode())
 
 
 def pending_view(core: WheelCore, topic: str, timer_id: str) -> TimerView | None:
@@ -80,18 +100,19 @@ def list_pending(
         validate_name("topic", topic)
     if limit < 1:
         raise InvalidInputError("limit must be at least 1", field="limit")
-    after: _Cursor = (-1, "", "")
-    if cursor is not None:
-        after = _decode_cursor(cursor)
+    cursor_key = None if cursor is None else _decode_cursor(cursor)
     high = (1 << 63) if to_ms is None else to_ms
-    keys = (
+    keys: Iterator[_Key] = (
         (entry.key_ms, t, i)
         for (t, i), entry in core.index.items()
         if from_ms <= entry.key_ms <= high and (topic is None or t == topic)
     )
-    page = heapq.nsmallest(limit + 1, (k for k in keys if k > after))
+    if cursor_key is not None:
+        keys = (k for k in keys if _after(cursor_key, k))
+    page = heapq.nsmallest(limit + 1, keys)
     views = [pending_view(core, t, i) for _, t, i in page[:limit]]
-    next_cursor = _encode_cursor(list(page[limit - 1])) if len(page) > limit else None
+    last = page[limit - 1] if len(page) > limit else None
+    next_cursor = None if last is None else _encode_cursor(_timer_key(last))
     return TimerPage([v for v in views if v is not None], next_cursor)
 
 
@@ -121,14 +142,7 @@ def read_log(core: WheelCore, topic: str, offset: int, limit: int) -> list[Logge
 
 def dead_letters(core: WheelCore, topic: str | None, limit: int, after: str | None) -> TimerPage:
     """Dead letters in (topic, id) order; the cursor is the RocksDB store's (ident key)."""
-    start = b""
-    if after is not None:
-        try:
-            start = base64.urlsafe_b64decode(after.encode())
-        except (binascii.Error, ValueError):
-            raise InvalidInputError(
-                "cursor is not one this service returned", field="after"
-            ) from None
+    start = b"" if after is None else _decode_cursor(after)
     keys = sorted(
         layout.ident_key(t.encode(), i.encode())
         for t, i in core.dead
@@ -138,5 +152,5 @@ def dead_letters(core: WheelCore, topic: str | None, limit: int, after: str | No
     page = keys[:limit]
     views = [dead_view(core.dead[layout.split_ident(k)]) for k in page]
     more = len(keys) > limit
-    next_cursor = base64.urlsafe_b64encode(page[-1]).decode() if more and page else None
+    next_cursor = _encode_cursor(page[-1]) if more and page else None
     return TimerPage(views, next_cursor)

@@ -169,3 +169,22 @@ def test_route_changes_are_logged_without_the_secret(fake_api, caplog):
     changes = [r for r in caplog.records if getattr(r, "event", None) == "route_changed"]
     assert [(r.topic, r.sink) for r in changes] == [("orders", "webhook"), ("orders", "log")]
     assert WEBHOOK["secret"] not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("route", "rule"),
+    [
+        ({**WEBHOOK, "url": "http://[::1"}, "webhook's form"),
+        ({**WEBHOOK, "url": "http://[::1]:8080/hook"}, "webhook's form"),
+        ({**WEBHOOK, "url": "ftp://[x"}, "scheme must be http or https"),
+        ({**REDIS, "url": "redis://[x"}, "redis_stream's form"),
+        ({**REDIS, "url": "redis://user@[x/0"}, "redis_stream's form"),
+    ],
+)
+def test_a_url_with_a_bracket_is_422_naming_url_on_a_real_server(live, route, rule):
+    assert live.put("/v1/topics/orders/route", json=REDIS).status_code == 200
+    r = live.put("/v1/topics/orders/route", json=route)
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["field"] == "url" and rule in error["message"], error
+    assert live.get("/v1/topics/orders/route").json()["stream"] == "due"  # nothing changed

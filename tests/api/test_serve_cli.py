@@ -1,13 +1,16 @@
 """The ``timerstore serve`` subcommand: its flags, a bad setting, a data directory it
-cannot open (one clear line and a non-zero exit, never a traceback)."""
+cannot open, a port in use (one clear line and its own exit status, never a traceback)."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
-from api.server import EXIT_STORE_UNAVAILABLE
+import pytest
+
+from api.server import EXIT_CANNOT_LISTEN, EXIT_STORE_UNAVAILABLE
 from app.config import load_settings
 from storage.protocol import NewTimer
 from storage.rocks import RocksTimerStore
@@ -41,8 +44,11 @@ def test_bad_setting_exits_2_with_the_field(tmp_path) -> None:
     assert "max_body_bytes" in done.stderr
 
 
-def _serve_once(data_dir: Path) -> subprocess.CompletedProcess[str]:
-    """``timerstore serve`` on ``data_dir`` with a free port; it must stop by itself."""
+def _serve_once(
+    data_dir: Path, *flags: str, port: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``timerstore serve`` on ``data_dir`` with a free port (or ``port``); it must stop by
+    itself (``subprocess.run`` kills it at the timeout)."""
     return subprocess.run(
         [
             sys.executable,
@@ -54,7 +60,8 @@ def _serve_once(data_dir: Path) -> subprocess.CompletedProcess[str]:
             "--host",
             "127.0.0.1",
             "--port",
-            str(free_port()),
+            str(free_port() if port is None else port),
+            *flags,
         ],
         cwd=ROOT,
         capture_output=True,
@@ -81,7 +88,7 @@ def _assert_one_clear_line(
 ) -> None:
     assert done.returncode == EXIT_STORE_UNAVAILABLE, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr  # one line, no traceback
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr  # one line
     assert str(data_dir) in lines[0] and cause in lines[0].lower(), lines[0]
 
 
@@ -109,3 +116,33 @@ def test_a_corrupt_sst_file_is_one_clear_line(tmp_path: Path) -> None:
         f.seek(-48, 2)
         f.write(b"\xff" * 48)
     _assert_one_clear_line(_serve_once(tmp_path), rocks_dir, "corrupt")
+
+
+@pytest.mark.parametrize("store", ["rocks", "wheel"])
+def test_a_data_directory_that_is_a_file_is_one_clear_line(tmp_path: Path, store: str) -> None:
+    data_file = tmp_path / "data"
+    data_file.write_text("not a directory")
+    done = _serve_once(data_file, "--store", store)
+    _assert_one_clear_line(done, data_file, "not a directory")
+    assert "--data-dir" in done.stderr  # and what to do
+    assert data_file.read_text() == "not a directory"  # nothing written over it
+
+
+@pytest.mark.parametrize("store", ["rocks", "wheel"])
+def test_a_data_directory_under_a_file_is_one_clear_line(tmp_path: Path, store: str) -> None:
+    (tmp_path / "file").write_text("x")
+    data_dir = tmp_path / "file" / "data"
+    _assert_one_clear_line(_serve_once(data_dir, "--store", store), data_dir, "not a directory")
+
+
+def test_a_port_in_use_is_one_clear_line_with_its_own_exit_status(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = _serve_once(tmp_path / "data", port=port)
+    assert done.returncode == EXIT_CANNOT_LISTEN != EXIT_STORE_UNAVAILABLE, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"127.0.0.1:{port}" in lines[0] and "in use" in lines[0].lower(), lines[0]
+    assert "--port" in lines[0]  # what to do
