@@ -7,14 +7,16 @@ let the engine commit what is queued, close the store.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.auth import admin_guard, guard, metrics_guard
 from api.docs import install_docs
-from api.errors import install_error_handlers
+from api.errors import error_response, install_error_handlers
 from api.routes import (
     admin,
     deadletters,
@@ -26,6 +28,7 @@ from api.routes import (
     topic_routes,
     topics,
 )
+from api.schemas import ErrorDetail
 from api.ui import install_ui
 from app.clock import Clock
 from app.config import Settings
@@ -39,6 +42,37 @@ Schedule a message for a topic at a time (`deliver_at_ms`) or after a delay (`de
 inspect or cancel it until then; when it is due it is appended to the topic's log, which
 consumers read (and long-poll) by offset. All times are integer epoch milliseconds.
 """
+
+_ENCODED_SLASH = re.compile(rb"%2f", re.IGNORECASE).search
+ENCODED_SLASH_RULE = (
+    "path: a name (topic, id, group) may contain only A-Z a-z 0-9 . _ : -, "
+    "so an encoded slash (%2F) is never part of one"
+)
+
+
+class RefuseEncodedSlashes:
+    """ASGI middleware: a /v1 request whose path holds an encoded slash is a 422.
+
+    Starlette routes on the decoded path, where ``%2F`` is a ``/`` like any other: the
+    replay of topic ``a%2Fb`` would have replayed the dead letter ``a``/``b`` instead.
+    No name may hold a slash, so such a path names nothing and is refused before routing.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and _encoded_slash_under_v1(scope):
+            detail = ErrorDetail("invalid", ENCODED_SLASH_RULE, "path")
+            await error_response(422, detail)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _encoded_slash_under_v1(scope: Scope) -> bool:
+    path: str = scope["path"]
+    under_v1 = path == "/v1" or path.startswith("/v1/")
+    return under_v1 and _ENCODED_SLASH(scope.get("raw_path") or b"") is not None
 
 
 def create_app(
@@ -74,7 +108,11 @@ def create_app(
         redoc_url=None,
         openapi_url="/openapi.json",
         generate_unique_id_function=lambda route: route.name,  # operationId = function name
+        # a trailing slash is a 404, not a 307 to the path without it: no client following
+        # redirects lands on an operation it did not ask for, and the document lists no 307
+        redirect_slashes=False,
     )
+    app.add_middleware(RefuseEncodedSlashes)
     app.state.service = svc
     app.state.settings = settings
     install_error_handlers(app)

@@ -2,20 +2,27 @@
 
 The decoder is chosen by Content-Type: JSON (also when no type is given) or msgpack.
 A batch is decoded in one pass; only when that fails is it decoded item by item, so
-that the 422 can list every bad item, not just the first msgspec stopped at.
+that the 422 can list every bad item, not just the first msgspec stopped at. That second
+pass runs on the event loop, so it is bounded: a batch of more than max_batch_timers
+items is refused before it, and it stops after ``MAX_BATCH_PROBLEMS`` bad items.
+
+Every body that is not well-formed is a 422 naming ``body`` (or the batch item): msgspec
+reports most as a DecodeError, but invalid UTF-8 inside a string as UnicodeDecodeError
+and nesting deeper than Python's recursion limit as RecursionError (``NOT_WELL_FORMED``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Generic, Literal, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 from fastapi import Request
 
 from api.errors import invalid_from_msgspec, malformed
 from api.schemas import TimerBatchCreate, TimerBatchRaw, TimerCreate
+from app.timer_requests import MAX_BATCH_PROBLEMS, RequestLimits, check_batch_size
 from storage.errors import InvalidInputError, Problem, TooLargeError, UnsupportedMediaTypeError
 
 T = TypeVar("T")
@@ -25,6 +32,7 @@ MSGPACK_TYPES = frozenset(
     {"application/msgpack", "application/x-msgpack", "application/vnd.msgpack"}
 )
 MEDIA_TYPES = {"json": "application/json", "msgpack": "application/msgpack"}
+NOT_WELL_FORMED = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 
 def media_kind(request: Request, allowed: Sequence[Kind]) -> Kind:
@@ -35,7 +43,9 @@ def media_kind(request: Request, allowed: Sequence[Kind]) -> Kind:
     )
     if kind is None or kind not in allowed:
         names = " or ".join(MEDIA_TYPES[k] for k in allowed)
-        raise UnsupportedMediaTypeError(f"Content-Type must be {names}, got {base}")
+        raise UnsupportedMediaTypeError(
+            f"Content-Type must be {names}, got {base}", field="Content-Type"
+        )
     return kind
 
 
@@ -64,6 +74,13 @@ class BodyDecoder(Generic[T]):
         self.msgpack = msgspec.msgpack.Decoder(kind)
 
     def decode(self, kind: Kind, body: bytes, prefix: str = "") -> T:
+        """The body as ``T``, or InvalidInputError naming the field (after ``prefix``)."""
+        try:
+            return self._decode(kind, body, prefix)
+        except NOT_WELL_FORMED as exc:  # a ValidationError never gets here: see _decode
+            raise malformed(exc, kind, prefix) from None
+
+    def _decode(self, kind: Kind, body: bytes, prefix: str) -> T:
         decoder = self.json if kind == "json" else self.msgpack
         try:
             return decoder.decode(body)
@@ -75,8 +92,6 @@ class BodyDecoder(Generic[T]):
                 return decoder.decode(whole)
             except msgspec.ValidationError as again:
                 raise invalid_from_msgspec(again, prefix) from None
-        except msgspec.DecodeError as exc:
-            raise malformed(exc, kind) from None
 
 
 _FLOAT = re.compile(r"Expected `int[^`]*`, got `float`").search
@@ -89,21 +104,32 @@ def _whole_floats_as_ints(body: bytes) -> bytes | None:
     JSON Schema counts ``2.0`` as the integer 2, so the document's ``integer`` fields take
     it; msgspec's strict decoding does not (and its lax mode would also take ``"2"``).
     Only a body that failed on exactly that is rewritten: the hot path never comes here.
+    None when the body cannot be rewritten (then the first error stands).
     """
     try:
         return msgspec.json.encode(_ints(msgspec.json.decode(body)))
-    except (msgspec.DecodeError, msgspec.EncodeError, UnicodeError):
+    except (*NOT_WELL_FORMED, msgspec.EncodeError, UnicodeError):
         return None
 
 
 def _ints(value: object) -> object:
-    if isinstance(value, float) and value.is_integer() and -_EXACT <= value <= _EXACT:
-        return int(value)
-    if isinstance(value, list):
-        return [_ints(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _ints(item) for key, item in value.items()}
-    return value
+    """``value`` (decoded JSON, changed in place) with whole floats as ints.
+
+    A loop, not recursion: a body may nest as deep as msgspec decodes, and that is deeper
+    than Python recursion has room for when the request arrives.
+    """
+    root = [value]
+    todo: list[list[Any] | dict[str, Any]] = [root]
+    while todo:
+        container = todo.pop()
+        keys: Iterable[Any] = range(len(container)) if isinstance(container, list) else [*container]
+        for key in keys:
+            item = container[key]
+            if isinstance(item, float) and item.is_integer() and -_EXACT <= item <= _EXACT:
+                container[key] = int(item)
+            elif isinstance(item, (list, dict)):
+                todo.append(item)
+    return root[0]
 
 
 timer_decoder = BodyDecoder(TimerCreate)
@@ -111,19 +137,29 @@ batch_decoder = BodyDecoder(TimerBatchCreate)
 raw_batch_decoder = BodyDecoder(TimerBatchRaw)
 
 
-def decode_batch(kind: Kind, body: bytes) -> tuple[list[TimerCreate | None], list[Problem]]:
-    """The batch's items (None where an item failed) and a problem per failed item."""
+def decode_batch(
+    kind: Kind, body: bytes, limits: RequestLimits
+) -> tuple[list[TimerCreate | None], list[Problem]]:
+    """The batch's items (None where an item failed) and a problem per failed item.
+
+    When the batch does not decode whole, each item is decoded on its own to name every
+    bad one; that is refused first for a batch of too many items (the count rule of
+    ``app.timer_requests``) and stops after ``MAX_BATCH_PROBLEMS`` bad items (the rest
+    are left None, unchecked: the 422 lists the first bad items only).
+    """
     try:
         return list(batch_decoder.decode(kind, body).timers), []
     except InvalidInputError:
         pass  # find every bad item below
-    raw = raw_batch_decoder.decode(kind, body)  # raises for a bad envelope
-    items: list[TimerCreate | None] = []
+    raw = raw_batch_decoder.decode(kind, body).timers  # raises for a bad envelope
+    check_batch_size(len(raw), limits)
+    items: list[TimerCreate | None] = [None] * len(raw)
     problems: list[Problem] = []
-    for i, item in enumerate(raw.timers):
+    for i, item in enumerate(raw):
         try:
-            items.append(timer_decoder.decode(kind, bytes(item), prefix=f"timers[{i}]"))
+            items[i] = timer_decoder.decode(kind, bytes(item), prefix=f"timers[{i}]")
         except InvalidInputError as exc:
-            items.append(None)
             problems.append(Problem(exc.field or f"timers[{i}]", exc.message, i))
+            if len(problems) >= MAX_BATCH_PROBLEMS:
+                break
     return items, problems

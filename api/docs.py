@@ -31,6 +31,7 @@ from api.params import SETTING_MAXIMA
 from api.responses import MsgspecJSONResponse
 from api.schemas import DOC_TYPES, TIMER_CREATE_RULES
 from app.config import Settings
+from app.timer_requests import RequestLimits
 
 REF = "#/components/schemas/{name}"
 ASSETS = "/docs/assets"
@@ -121,12 +122,38 @@ def _apply_settings(doc: dict[str, Any], settings: Settings) -> None:
     # under allOf, not beside the properties: the same rules, but generators (such as
     # openapi-python-client) still see one object type instead of a union of fragments
     create["allOf"] = [TIMER_CREATE_RULES]
-    props = create["properties"]
-    _max_of(props["payload"], "maxLength", limits.max_payload_bytes)
-    _max_of(props["payload_b64"], "maxLength", 4 * (limits.max_payload_bytes // 3))
-    _max_of(props["headers"], "maxProperties", limits.max_headers)
+    _timer_limits(create["properties"], limits)
     batch = schemas["TimerBatchCreate"]["properties"]["timers"]
     batch.update(minItems=1, maxItems=limits.max_batch_timers)
+
+
+def _timer_limits(props: dict[str, Any], limits: RequestLimits) -> None:
+    """The payload and header limits of ``TimerCreate``. The server counts UTF-8 bytes;
+    JSON Schema's ``maxLength`` counts characters, so it is only an upper bound (a text of
+    multi-byte characters reaches the byte limit sooner) and the descriptions say so, as
+    ``maxProperties`` cannot state the headers' total size."""
+    payload_bytes = limits.max_payload_bytes
+    _max_of(props["payload"], "maxLength", payload_bytes)
+    _describe(
+        props["payload"],
+        f"UTF-8 text of at most {payload_bytes} bytes (the limit counts UTF-8 bytes; maxLength "
+        "counts characters, so a text of multi-byte characters reaches the limit sooner)",
+    )
+    _max_of(props["payload_b64"], "maxLength", 4 * (payload_bytes // 3))
+    _describe(props["payload_b64"], f"; at most {payload_bytes} bytes once decoded", add=True)
+    _max_of(props["headers"], "maxProperties", limits.max_headers)
+    _describe(
+        props["headers"],
+        f"string names to string values: at most {limits.max_headers} entries and at most "
+        f"{limits.max_headers_bytes} bytes in all (the UTF-8 bytes of every name and value)",
+    )
+
+
+def _describe(prop: dict[str, Any], text: str, *, add: bool = False) -> None:
+    """Set (or with ``add`` extend) the description of an optional property's value."""
+    for branch in prop.get("anyOf", [prop]):
+        if branch.get("type") != "null":
+            branch["description"] = branch.get("description", "") + text if add else text
 
 
 def _not_null(param: dict[str, Any]) -> None:

@@ -95,8 +95,20 @@ def invalid_from_msgspec(exc: msgspec.ValidationError, prefix: str = "") -> Inva
     return InvalidInputError(f"{field}: {rule}", field=field)
 
 
-def malformed(exc: msgspec.DecodeError, kind: str) -> InvalidInputError:
-    return InvalidInputError(f"the body is not valid {kind}: {exc}", field="body")
+def malformed(exc: Exception, kind: str, prefix: str = "") -> InvalidInputError:
+    """A body (or the batch item ``prefix``) that is not well-formed ``kind``, naming why.
+
+    ``exc`` is what msgspec raised: a DecodeError, or UnicodeDecodeError for invalid UTF-8
+    in a string, or RecursionError for nesting deeper than it can follow.
+    """
+    if isinstance(exc, UnicodeDecodeError):
+        reason = "a string is not valid UTF-8"
+    elif isinstance(exc, RecursionError):
+        reason = "arrays or objects are nested too deeply"
+    else:
+        reason = str(exc)
+    what = f"{prefix} is" if prefix else "the body is"
+    return InvalidInputError(f"{what} not valid {kind}: {reason}", field=prefix or "body")
 
 
 async def _domain_handler(request: Request, exc: Exception) -> Response:

@@ -3,8 +3,9 @@
 The API decodes bodies with msgspec (types, name charset, unknown fields); what is left
 here depends on the settings or on several fields at once: exactly one of
 ``deliver_at_ms``/``delay_ms``, payload and header limits, UTF-8 text. A batch is
-checked as a whole and every bad item is reported (index, field, rule) before anything
-is stored. Ids the client left out are made here: sortable and unique (see ``IdMaker``).
+checked as a whole and every bad item is reported (index, field, rule; up to
+``MAX_BATCH_PROBLEMS`` of them) before anything is stored. Ids the client left out are
+made here: sortable and unique (see ``IdMaker``).
 """
 
 from __future__ import annotations
@@ -47,13 +48,31 @@ class RequestLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_page_limit: int = 1000  # GET listings: largest `limit`
 
 
+# A 422 lists at most this many bad items of a batch (the first ones, by index): enough to
+# fix a batch by, and it bounds the work and the answer for a batch of 10,000 bad items.
+MAX_BATCH_PROBLEMS = 100
+
+
 class InvalidBatchError(InvalidInputError):
     """Several problems at once; ``field``/``message`` describe the first."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:
         first = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        if len(problems) >= MAX_BATCH_PROBLEMS:
+            more = f" (the first {len(problems)} bad items are listed; there may be more)"
+        else:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         super().__init__(first.message + more, field=first.field, problems=tuple(problems))
+
+
+def check_batch_size(count: int, limits: RequestLimits) -> None:
+    """A batch holds 1 to ``max_batch_timers`` items. The API checks this as soon as it
+    knows the count, before it decodes any item on its own."""
+    if not 1 <= count <= limits.max_batch_timers:
+        raise InvalidInputError(
+            f"timers must hold 1 to {limits.max_batch_timers} items, got {count}",
+            field="timers",
+        )
 
 
 class IdMaker:
@@ -189,15 +208,13 @@ def to_new_timers(
     limits: RequestLimits,
     problems: Sequence[Problem] = (),
 ) -> list[NewTimer]:
-    """Every request as a NewTimer; InvalidBatchError lists every bad item otherwise.
+    """Every request as a NewTimer; InvalidBatchError lists every bad item otherwise (the
+    first ``MAX_BATCH_PROBLEMS`` of them).
 
-    ``None`` items failed to decode; ``problems`` already describes them.
+    ``None`` items failed to decode; ``problems`` already describes them (a caller that
+    stopped decoding after ``MAX_BATCH_PROBLEMS`` problems leaves the rest None as well).
     """
-    if not 1 <= len(reqs) <= limits.max_batch_timers:
-        raise InvalidInputError(
-            f"timers must hold 1 to {limits.max_batch_timers} items, got {len(reqs)}",
-            field="timers",
-        )
+    check_batch_size(len(reqs), limits)
     given = [r for r in reqs if r is not None]
     client_ids = [r.id for r in given if r.id is not None]
     names_checked = all_valid(list({r.topic for r in given})) and all_valid(client_ids)
@@ -216,5 +233,5 @@ def to_new_timers(
             found.append(Problem(field, f"{field}: {exc.message}", i))
     if found:
         found.sort(key=lambda p: -1 if p.index is None else p.index)
-        raise InvalidBatchError(found)
+        raise InvalidBatchError(found[:MAX_BATCH_PROBLEMS])
     return timers

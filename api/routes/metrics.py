@@ -22,6 +22,7 @@ router = APIRouter(tags=["operations"])
             "content": {CONTENT_TYPE: {"schema": {"type": "string"}}},
         },
         401: responses({})[401],  # API keys are set and metrics_public is not
+        503: responses({})[503],  # the service is shutting down
     },
 )
 async def metrics(request: Request) -> Response:

@@ -62,8 +62,9 @@ async def schedule_timer(request: Request) -> Response:
 )
 async def schedule_batch(request: Request) -> Response:
     kind = bodies.media_kind(request, ("json", "msgpack"))
-    body = await bodies.read_body(request, settings_of(request).limits.max_body_bytes)
-    items, problems = bodies.decode_batch(kind, body)
+    limits = settings_of(request).limits
+    body = await bodies.read_body(request, limits.max_body_bytes)
+    items, problems = bodies.decode_batch(kind, body, limits)
     results = await service_of(request).schedule_many(items, problems)
     out = [ScheduledTimer(r.topic, r.id, r.deliver_at_ms) for r in results]
     return MsgspecJSONResponse(BatchScheduled(len(out), out))

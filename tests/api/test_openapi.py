@@ -42,3 +42,24 @@ def test_openapi_30_copy_for_swagger_ui_validates(fake_api: FakeApi) -> None:
     created = doc["components"]["schemas"]["TimerCreate"]["properties"]
     assert created["payload_b64"]["format"] == "byte" and created["payload_b64"]["nullable"]
     assert created["topic"]["example"] == "orders"
+
+
+def test_openapi_states_the_limits_in_utf8_bytes_and_every_metrics_status(
+    fake_api: FakeApi,
+) -> None:
+    """The server counts payload and header limits in UTF-8 bytes (``maxLength`` counts
+    characters) and /metrics answers 503 while shutting down: the document says both."""
+    doc = fake_api.client.get("/openapi.json").json()
+    props = doc["components"]["schemas"]["TimerCreate"]["properties"]
+    payload, payload_b64, headers = (
+        next(b for b in props[name]["anyOf"] if b.get("type") != "null")
+        for name in ("payload", "payload_b64", "headers")
+    )
+    assert payload["maxLength"] == 1 << 20
+    assert "at most 1048576 bytes" in payload["description"]
+    assert "UTF-8 bytes" in payload["description"]
+    assert "at most 1048576 bytes once decoded" in payload_b64["description"]
+    assert headers["maxProperties"] == 64
+    assert "16384 bytes in all" in headers["description"]
+    assert "UTF-8 bytes" in headers["description"]
+    assert {"200", "401", "503"} <= set(doc["paths"]["/metrics"]["get"]["responses"])
