@@ -158,7 +158,14 @@ class SupportsIngest(Protocol):
 
 @runtime_checkable
 class TimerStore(Protocol):
-    """Durable storage of pending timers; every mutating call is atomic and durable on return."""
+    """Durable storage of pending timers; every mutating call is durable on return.
+
+    Each is atomic too, but for these: ``purge_dead_letters`` may delete in chunks (the
+    RocksDB store: 4,096 keys a WriteBatch), so a crash midway leaves part of it done;
+    ``housekeep`` writes several batches (the watermark, expiries in chunks, each topic's
+    log retention), and a crash between them leaves the rest to its next run; and
+    ``SupportsIngest.ingest_staged`` is not crash-atomic (``storage.rocks.ingest``).
+    """
 
     name: str
 

@@ -29,8 +29,13 @@ class TimerRecord(msgspec.Struct, array_like=True, frozen=True, gc=False):
 class DeliveredRecord(msgspec.Struct, array_like=True, frozen=True):
     """``ids[topic,id]`` after delivery (behind DELIVERED_TAG), kept for the retention window.
 
-    It overwrites the pending value (the u64 key time) in the same WriteBatch that deletes
-    the timer, so one family and one multi-get answer pending, delivered or unknown.
+    A commit that is not one clean range above every earlier one (format 2's commit)
+    writes it over the pending value (the u64 key time) in the same WriteBatch that
+    deletes the timer. A clean range committed by one page (format 3,
+    ``storage.rocks.keys``) writes no ``ids`` entry: the value keeps the key time, the
+    timer key is gone, and the page's columns hold these facts (``DeliveredPage``); a
+    key time at or below the highest such range is told apart from a pending one by a
+    lookup of the timer key.
     """
 
     delivered_at_ms: int

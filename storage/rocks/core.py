@@ -1,10 +1,16 @@
 """The shared core of the RocksDB store: one owner of the state every module needs.
 
 Concurrency: every operation that reads-then-writes timer state (schedule, cancel, due,
-commit, retry, dead-letter, release, housekeeping, ingest) holds ``core.lock``. That makes
-the in-flight set, the counters and the scan cursor exact, and it closes the classic
-races: a cancel cannot remove a timer the scanner is handing out at the same moment, and
-a watermark advance cannot overtake a past-due schedule that is being clamped to it.
+commit, retry, dead-letter, release, ingest) holds ``core.lock``, and so does every write
+of housekeeping: the watermark advance together with the range delete below it, the
+expiry of delivered records and of each topic's log. Only housekeeping's compaction and
+its reads of the topic log's pages run without it (compaction changes no value). That
+makes the in-flight set, the counters and the scan cursor exact, and it closes the
+classic races: a cancel cannot remove a timer the scanner is handing out at the same
+moment, a watermark advance cannot overtake a past-due schedule that is being clamped to
+it, and the range delete cannot remove keys an ingest has just linked below the
+watermark and not yet moved up. Each operation reads ``handles`` under the lock, so one
+that waited for the lock while ``close`` took it raises StoreClosedError.
 
 The scan cursor (``scan_from``) is the first key the next due scan looks at: every key
 below it is in flight or deleted, so the scanner never wades through the tombstones of

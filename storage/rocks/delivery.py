@@ -25,7 +25,7 @@ from storage.protocol import LOG_SINK, DueTimer, ScheduleResult, TimerState
 from storage.rocks import keys as layout
 from storage.rocks.core import RocksCore
 from storage.rocks.counters import SINK_TOTAL_PREFIX, CounterDelta
-from storage.rocks.db import iter_items
+from storage.rocks.db import iter_items, multi_get
 
 _encode = msgspec.msgpack.Encoder().encode
 
@@ -38,7 +38,7 @@ def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
     part, and the key time unpacked in place (about 0.3 us less per timer than before).
     """
     options = rd.ReadOptions()  # must outlive the iterator (it points into the bound)
-    options.set_iterate_upper_bound(layout.u64(now_ms + 1))
+    options.set_iterate_upper_bound(layout.u64(layout.check_range(now_ms, "now_ms") + 1))
     out: list[DueTimer] = []
     in_flight = core.in_flight
     unpack, decode_record = layout.unpack_u64, records.decode_record
@@ -72,8 +72,9 @@ def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
 def commit_delivered(
     core: RocksCore, timers: Sequence[DueTimer], delivered_ms: int, sink: str
 ) -> list[int]:
-    hd = core.handles.handles
+    layout.check_range(delivered_ms, "delivered_ms")
     with core.lock:
+        hd = core.handles.handles  # under the lock: a close() that won it raises StoreClosedError
         batch = rd.WriteBatch(raw_mode=True)
         delta = core.delta()
         pages: dict[str, tuple[int, list[records.RawLogEntry]]] = {}
@@ -176,8 +177,9 @@ def retry_later(
     Clamped like a past-due schedule, so a retry can never land behind the scanner (or
     inside a scanned range that a delete_range will remove).
     """
-    hd = core.handles.handles
+    layout.check_range(retry_at_ms, "retry_at_ms")
     with core.lock:
+        hd = core.handles.handles  # under the lock: a close() that won it raises StoreClosedError
         key_ms = max(retry_at_ms, core.clamp_floor_ms())
         batch = rd.WriteBatch(raw_mode=True)
         for t in timers:
@@ -192,18 +194,25 @@ def retry_later(
 
 
 def dead_letter(core: RocksCore, timers: Sequence[DueTimer], now_ms: int, error: str) -> None:
-    hd = core.handles.handles
+    """Move timers to the dead letters; ``dead_lettered`` counts entries, so an identity
+    dead-lettered again (its entry overwritten) counts once, and so does a timer given
+    twice."""
+    layout.check_range(now_ms, "now_ms")
+    timers = list({t.key: t for t in timers}.values())
+    idents = [layout.ident_key(t.topic.encode(), t.id.encode()) for t in timers]
     with core.lock:
+        h = core.handles  # under the lock: a close() that won it raises StoreClosedError
+        hd = h.handles
+        stored = multi_get(h.cfs["deadletter"], idents)
         batch = rd.WriteBatch(raw_mode=True)
         delta = core.delta()
-        for t in timers:
-            ident = layout.ident_key(t.topic.encode(), t.id.encode())
+        for t, ident in zip(timers, idents, strict=True):
             letter = records.DeadLetter(t.key_ms, _with_attempt(t.record), now_ms, error)
             batch.delete(t.key, hd["timers"])
             batch.delete(ident, hd["ids"])
             batch.put(ident, _encode(letter), hd["deadletter"])
             delta.pending[t.topic] -= 1
-            delta.totals["dead_lettered"] += 1
+        delta.totals["dead_lettered"] += stored.count(None)
         core.write(batch, delta)
         core.settle([t.key for t in timers])
 
@@ -218,22 +227,16 @@ def release(core: RocksCore, timers: Sequence[DueTimer]) -> None:
 
 def replay_dead_letter(core: RocksCore, topic: str, timer_id: str, now_ms: int) -> ScheduleResult:
     names = (validate_name("topic", topic), validate_name("id", timer_id))
+    layout.check_range(now_ms, "now_ms")
     ident = layout.ident_key(*names)
-    h = core.handles
     with core.lock:
+        h = core.handles  # under the lock: a close() that won it raises StoreClosedError
         raw = h.cfs["deadletter"].get(ident)
         if raw is None:
             raise NotFoundError(f"no dead letter {topic}/{timer_id}")
         current = h.cfs["ids"].get(ident)
         if current is not None:
-            if len(current) == 8:
-                raise ConflictError(
-                    f"{topic}/{timer_id} is pending again; cancel it first",
-                    state=TimerState.PENDING,
-                )
-            raise ConflictError(
-                f"{topic}/{timer_id} was delivered since", state=TimerState.DELIVERED
-            )
+            _refuse_replay(core, topic, timer_id, ident, current)
         letter = records.decode_dead_letter(raw)
         key_ms = max(now_ms, core.clamp_floor_ms())
         record = msgspec.structs.replace(letter.record, attempts=0)
@@ -246,6 +249,23 @@ def replay_dead_letter(core: RocksCore, topic: str, timer_id: str, now_ms: int) 
         delta.pending[topic] += 1
         core.write(batch, delta)
     return ScheduleResult(topic, timer_id, key_ms, record.created_at_ms, False)
+
+
+def _refuse_replay(
+    core: RocksCore, topic: str, timer_id: str, ident: bytes, current: bytes
+) -> None:
+    """ConflictError with the identity's state when it lives again since it was
+    dead-lettered: classified as ``cancel`` does (``storage.rocks.writes``)."""
+    key = current + ident  # the timer key, when current is a key time
+    if len(current) != 8 or core.delivered_in_ranges([key]):
+        raise ConflictError(f"{topic}/{timer_id} was delivered since", state=TimerState.DELIVERED)
+    if key in core.in_flight:
+        raise ConflictError(
+            f"{topic}/{timer_id} is being delivered again", state=TimerState.IN_FLIGHT
+        )
+    raise ConflictError(
+        f"{topic}/{timer_id} is pending again; cancel it first", state=TimerState.PENDING
+    )
 
 
 def purge_dead_letters(core: RocksCore, keys: list[bytes]) -> int:

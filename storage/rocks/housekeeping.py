@@ -37,12 +37,20 @@ def advance_watermark(
     return new_ms
 
 
-def drop_below(h: RocksHandles, watermark_ms: int) -> None:
-    """Range-delete and compact the timers below the watermark (all of them tombstones)."""
-    low, high = layout.u64(0), layout.u64(watermark_ms)
-    timers = h.cfs["timers"]
-    timers.delete_range(low, high, h.write_options)
-    timers.compact_range(low, high)
+def drop_below(batch: rd.WriteBatch, h: RocksHandles, watermark_ms: int) -> None:
+    """Stage the range delete of the timers below the watermark (all of them tombstones).
+
+    Written under the store lock, in the batch that advances the watermark: an ingest
+    (also under the lock) links files whose keys may lie below the watermark and only
+    then moves them up, so a range delete between the two would lose them.
+    """
+    batch.delete_range(layout.u64(0), layout.u64(watermark_ms), h.handles["timers"])
+
+
+def compact_below(timers: rd.Rdict, watermark_ms: int) -> None:
+    """Compact the range-deleted keys below the watermark away (slow; releases the GIL,
+    so it runs without the store lock: compaction changes no key's value)."""
+    timers.compact_range(layout.u64(0), layout.u64(watermark_ms))
 
 
 def expire_done(h: RocksHandles, older_than_ms: int) -> int:
@@ -118,28 +126,34 @@ def first_log_offset_after(
 
 def housekeep(core: RocksCore, now_ms: int) -> HousekeepingReport:
     """Advance the watermark (range delete + compact below it), expire done and the log."""
-    h = core.handles
+    layout.check_range(now_ms, "now_ms")
     with core.lock:
+        h = core.handles  # under the lock: a close() that won it raises StoreClosedError
+        timers = h.cfs["timers"]
         before = core.counters.watermark_ms
         delta = core.delta()
         watermark_ms = advance_watermark(h, before, core.clamp_floor_ms(), delta)
-        core.write(rd.WriteBatch(raw_mode=True), delta)
+        batch = rd.WriteBatch(raw_mode=True)
+        if watermark_ms > before:
+            drop_below(batch, h, watermark_ms)
+        core.write(batch, delta)
     if watermark_ms > before:
-        drop_below(h, watermark_ms)
+        compact_below(timers, watermark_ms)
     with core.lock:  # a delivered record must not be dropped under a concurrent reader-writer
+        h = core.handles
         done_expired = expire_done(h, now_ms - core.settings.done_retention_ms)
     log_expired = _expire_log(core, now_ms - core.settings.log_retention_ms)
     return HousekeepingReport(watermark_ms, watermark_ms > before, done_expired, log_expired)
 
 
 def _expire_log(core: RocksCore, older_than_ms: int) -> int:
-    h = core.handles
     expired = 0
     for topic, end in list(core.counters.next_offset.items()):
         start = core.counters.log_start.get(topic, 0)
-        new_start = first_log_offset_after(h, topic, start, end, older_than_ms)
+        new_start = first_log_offset_after(core.handles, topic, start, end, older_than_ms)
         if new_start > start:
             with core.lock:
+                h = core.handles
                 delta = core.delta()
                 delta.log_start[topic] = new_start
                 batch = rd.WriteBatch(raw_mode=True)

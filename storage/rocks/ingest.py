@@ -90,20 +90,21 @@ def write_manifest(stage_dir: str, manifest: Manifest) -> None:
 
 
 def read_manifest(stage_dir: str) -> Manifest:
+    """The staged directory's manifest, checked: InvalidInputError (``stage_dir``) names
+    the manifest's bad field, so no manifest can fail the ingestion any other way."""
     path = os.path.join(stage_dir, MANIFEST)
     try:
         with open(path, "rb") as stream:
             manifest = msgspec.json.decode(stream.read(), type=Manifest)
     except FileNotFoundError:
         raise InvalidInputError(f"no {MANIFEST} in {stage_dir}", field="stage_dir") from None
-    except msgspec.ValidationError as exc:
+    except OSError as exc:  # a directory named manifest.json, no permission ...
+        raise InvalidInputError(f"cannot read {path}: {exc}", field="stage_dir") from None
+    except msgspec.DecodeError as exc:  # malformed JSON, or ValidationError: a bad field
         raise InvalidInputError(f"bad {MANIFEST}: {exc}", field="stage_dir") from None
     counts = Counter[str]()
-    for f in manifest.files:
-        if f.family not in FAMILIES:
-            raise InvalidInputError(f"unknown family {f.family!r} in {MANIFEST}", field="stage_dir")
-        if not os.path.isfile(os.path.join(stage_dir, f.path)):
-            raise InvalidInputError(f"staged file {f.path} is missing", field="stage_dir")
+    for index, f in enumerate(manifest.files):
+        _check_staged_file(stage_dir, index, f)
         counts[f.family] += f.entries
     staged = sum(manifest.pending_by_topic.values())
     if counts["timers"] != staged or counts["ids"] != staged:
@@ -113,6 +114,26 @@ def read_manifest(stage_dir: str) -> Manifest:
             field="stage_dir",
         )
     return manifest
+
+
+def _check_staged_file(stage_dir: str, index: int, f: StagedFile) -> None:
+    where = f"{MANIFEST} files[{index}]"
+    if f.family not in FAMILIES:
+        raise InvalidInputError(f"{where}.family: unknown family {f.family!r}", field="stage_dir")
+    root = os.path.realpath(stage_dir)
+    if os.path.commonpath([root, os.path.realpath(os.path.join(root, f.path))]) != root:
+        raise InvalidInputError(
+            f"{where}.path: {f.path} is outside the staged directory", field="stage_dir"
+        )
+    if not os.path.isfile(os.path.join(stage_dir, f.path)):
+        raise InvalidInputError(f"{where}.path: staged file {f.path} is missing", field="stage_dir")
+    for name, value in (("first_key", f.first_key), ("last_key", f.last_key)):
+        try:
+            bytes.fromhex(value)
+        except ValueError:
+            raise InvalidInputError(
+                f"{where}.{name}: {value[:40]!r} is not hexadecimal", field="stage_dir"
+            ) from None
 
 
 class _Conflicts:
@@ -140,8 +161,8 @@ def ingest_staged(core: RocksCore, stage_dir: str, *, replace: bool = False) -> 
         for family in FAMILIES
     }
     first_keys = [bytes.fromhex(f.first_key) for f in manifest.files if f.family == "timers"]
-    h = core.handles
     with core.lock:
+        h = core.handles  # under the lock: a close() that won it raises StoreClosedError
         if first_keys:  # staged keys may fall inside a scanned, not yet committed range
             core.note_key_written(min(first_keys))
         conflicts = _find_conflicts(core, stage_dir, files["ids"])

@@ -46,11 +46,16 @@ from __future__ import annotations
 
 import struct
 
+from storage.errors import InvalidInputError
 from storage.names import PAIR_SEPARATOR
 
 SEPARATOR = PAIR_SEPARATOR.encode()  # b"\x00"
 _U64 = struct.Struct(">Q")
 U64_MAX = (1 << 64) - 1
+# The bound of every time (epoch ms) and log offset the store takes: keys pack them as
+# u64, and the scan adds 1 to a time (``u64(now + 1)``), so half the range leaves room.
+MAX_TIME_MS = (1 << 63) - 1
+MAX_OFFSET = (1 << 63) - 1
 DELIVERED_TAG = b"D"  # ids values: 8 bytes = pending key time; DELIVERED_TAG + record
 
 
@@ -63,6 +68,17 @@ unpack_u64 = _U64.unpack_from  # (raw, at=0) -> (value,): for loops that cannot 
 
 def read_u64(raw: bytes, at: int = 0) -> int:
     return int(_U64.unpack_from(raw, at)[0])
+
+
+def check_range(value: int, field: str, high: int = MAX_TIME_MS) -> int:
+    """``value`` when it is in ``[0, high]``; else InvalidInputError naming ``field``.
+
+    The store's entry points check what they pack into keys: the API bounds these already,
+    but the pipeline and the benchmarks call the store directly.
+    """
+    if not 0 <= value <= high:
+        raise InvalidInputError(f"{field} must be between 0 and {high}", field=field)
+    return value
 
 
 def ident_key(topic: bytes, timer_id: bytes) -> bytes:

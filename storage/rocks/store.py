@@ -124,17 +124,23 @@ class RocksTimerStore:
             validate_name("topic", topic)
         if limit < 1:
             raise InvalidInputError("limit must be at least 1", field="limit")
+        layout.check_range(from_ms, "from_ms")
+        if to_ms is not None:
+            layout.check_range(to_ms, "to_ms")
         start = max(from_ms, self._core.counters.watermark_ms)
         return reads.list_pending(
             self.handles, self._core.in_flight, start, to_ms, topic, limit, cursor
         )
 
     def count_pending_due_before(self, deadlines_ms: Sequence[int], cap: int) -> list[int]:
+        for i, deadline_ms in enumerate(deadlines_ms):
+            layout.check_range(deadline_ms, f"deadlines_ms[{i}]")
         start = layout.u64(self._core.counters.watermark_ms)
         return reads.count_keys_before(self.handles.cfs["timers"], start, deadlines_ms, cap)
 
     def read_log(self, topic: str, offset: int, limit: int) -> list[LoggedMessage]:
         topic_b = validate_name("topic", topic)
+        layout.check_range(offset, "offset", layout.MAX_OFFSET)
         start = max(offset, self._core.counters.log_start.get(topic, 0))
         return reads.read_log(self.handles.cfs["topiclog"], topic_b, start, limit)
 
@@ -145,24 +151,27 @@ class RocksTimerStore:
 
     def stats(self) -> StoreStats:
         c = self._core.counters
+        with self._core.lock:  # one consistent snapshot; a commit adds "sink:<name>" totals
+            totals, pending = dict(c.totals), dict(c.pending_by_topic)
+            in_flight, watermark_ms = len(self._core.in_flight), c.watermark_ms
         return StoreStats(
-            pending=sum(c.pending_by_topic.values()),
-            in_flight=len(self._core.in_flight),
-            delivered=c.totals["delivered"],
-            cancelled=c.totals["cancelled"],
-            dead_lettered=c.totals["dead_lettered"],
-            pending_by_topic=dict(c.pending_by_topic),
-            watermark_ms=c.watermark_ms,
+            pending=sum(pending.values()),
+            in_flight=in_flight,
+            delivered=totals["delivered"],
+            cancelled=totals["cancelled"],
+            dead_lettered=totals["dead_lettered"],
+            pending_by_topic=pending,
+            watermark_ms=watermark_ms,
             delivered_by_sink={
                 name.removeprefix(SINK_TOTAL_PREFIX): n
-                for name, n in c.totals.items()
+                for name, n in totals.items()
                 if name.startswith(SINK_TOTAL_PREFIX) and n
             },
         )
 
     def journal(self, since_ms: int = 0) -> Iterable[JournalEntry]:
         """Delivery history still within retention (for export and analytics)."""
-        return reads.journal(self.handles, since_ms)
+        return reads.journal(self.handles, layout.check_range(since_ms, "since_ms"))
 
     # ----------------------------------------------------------------- housekeeping
     def housekeep(self, now_ms: int) -> HousekeepingReport:

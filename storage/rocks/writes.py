@@ -32,11 +32,12 @@ _PENDING_BYTES = 8  # an ids value of this length is a pending timer's key time
 def schedule(core: RocksCore, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
     topics, ids = [t.topic for t in timers], [t.id for t in timers]
     idents = validate_idents(topics, ids)
+    _check_times(timers, now_ms)
     # in key order, RocksDB's multi-get costs less (0.46 -> 0.37 us a key), and so do the
     # memtable inserts of the ids puts (see _batch_in_key_order)
     names = _Names(topics, ids, idents, sorted(idents))
-    h = core.handles
     with core.lock:
+        h = core.handles  # under the lock: a close() that won it raises StoreClosedError
         found = multi_get(h.cfs["ids"], names.idents_in_order)
         floor_ms = core.clamp_floor_ms()
         delta = core.delta()
@@ -50,6 +51,18 @@ def schedule(core: RocksCore, timers: Sequence[NewTimer], now_ms: int) -> list[S
             batch, results = _batch_in_key_order(ops, h.handles), ops.results
         core.write(batch, delta)
     return results
+
+
+def _check_times(timers: Sequence[NewTimer], now_ms: int) -> None:
+    """InvalidInputError naming the first time a key cannot hold (``layout.check_range``).
+
+    One ``max`` over the batch (about 0.04 us a timer), no branch per timer; a time
+    below 0 is past due and clamped like any other.
+    """
+    layout.check_range(now_ms, "now_ms")
+    if timers and max(t.deliver_at_ms for t in timers) > layout.MAX_TIME_MS:
+        index = next(i for i, t in enumerate(timers) if t.deliver_at_ms > layout.MAX_TIME_MS)
+        layout.check_range(timers[index].deliver_at_ms, f"timers[{index}].deliver_at_ms")
 
 
 class _Names(NamedTuple):
@@ -202,9 +215,9 @@ def _too_late(index: int, timer: NewTimer, state: TimerState, what: str) -> Conf
 
 def cancel(core: RocksCore, idents: Sequence[tuple[str, str]]) -> list[CancelResult]:
     names = [(validate_name("topic", t), validate_name("id", i)) for t, i in idents]
-    h = core.handles
     keys = [layout.ident_key(t, i) for t, i in names]
     with core.lock:
+        h = core.handles  # under the lock: a close() that won it raises StoreClosedError
         old_values = multi_get(h.cfs["ids"], keys)
         delivered = core.delivered_in_ranges(
             [
