@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest docker-ready images serve bench bench-core clean
+.PHONY: test lint typecheck pytest machine-ready docker-ready packages-ready image-caches images serve bench bench-core clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,14 +22,29 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) docker-ready
+pytest: $(STAMP) machine-ready
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q
 
+# Everything the suite needs from outside is fetched here, before pytest: the tests' own
+# traffic stays on 127.0.0.1. Each step is quiet and idempotent; when one fails, the tests
+# that need it say why (and fail with CI=true), so these steps never stop the run.
+machine-ready: docker-ready packages-ready image-caches
+
 # tests/docker needs dockerd, docker-compose and debootstrap: installed through apt and
-# started when missing (quiet, idempotent). When that fails the docker test says why (and
-# fails with CI=true), so this step never stops the run.
+# started when missing.
 docker-ready:
 	@docker/ensure-docker.sh || echo "docker-ready: not ready; tests/docker will say why"
+
+# Chromium (browser tests) and redis-server (the Redis Streams sink), through apt.
+packages-ready:
+	@tools/ensure-packages.sh || echo "packages-ready: not ready; the tests needing them will say why"
+
+# The docker test builds the images from the current source with nothing downloaded
+# (TIMERSTORE_OFFLINE_NO_FETCH=1): the debootstrap base and the wheelhouse are cached here.
+image-caches: $(STAMP) docker-ready
+	@{ docker/build-offline.sh base && docker/build-offline.sh wheelhouse; } \
+		>docker/image-caches.log 2>&1 \
+		|| echo "image-caches: not filled (docker/image-caches.log); tests/docker will say why"
 
 # The images with no registry: debootstrap base + wheelhouse (cached), then docker-compose build.
 images: $(STAMP) docker-ready

@@ -12,6 +12,9 @@
 # is kept while its recipe is unchanged, a wheelhouse while requirements.lock and the
 # dependency list of pyproject.toml are. Runs on one machine take turns (a lock in the
 # cache). Needs root (debootstrap), docker, docker-compose, debootstrap.
+# With TIMERSTORE_OFFLINE_NO_FETCH=1 (the docker test sets it) nothing is downloaded: a
+# cold cache is an error that says to run `make images` first (`make test` does, before
+# pytest), so a test's traffic stays on the machine.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +28,13 @@ PACKAGES=python3.11,python3.11-venv,python3-distutils,openjdk-17-jre-headless,pr
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}  # has pip; `make` creates it
 
 log() { printf '[build-offline %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+
+refuse_fetch() {
+    if [[ ${TIMERSTORE_OFFLINE_NO_FETCH:-} == 1 ]]; then
+        log "the $1 is not cached in $CACHE and TIMERSTORE_OFFLINE_NO_FETCH=1: run \`make images\` first"
+        exit 1
+    fi
+}
 
 # A failed debootstrap may leave /proc or /sys mounted inside: unmount before deleting.
 remove_rootfs() {
@@ -46,6 +56,7 @@ base_image() {
     fi
     local tarball=$CACHE/rootfs-$recipe.tar
     if [[ ! -s $tarball ]]; then
+        refuse_fetch "base root filesystem"
         local rootfs=$CACHE/rootfs-$recipe
         remove_rootfs "$rootfs"
         mkdir -p "$CACHE"
@@ -76,6 +87,7 @@ wheelhouse() {
     key=$(cat "$reqs" "$ROOT/requirements.lock" | sha256sum | cut -c1-16)
     dir=$CACHE/wheelhouse-$key
     if [[ ! -f $dir/.complete ]]; then
+        refuse_fetch wheelhouse
         rm -rf "$dir"
         mkdir -p "$dir"
         log "pip wheel: runtime dependencies pinned by requirements.lock -> $dir"

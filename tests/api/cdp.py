@@ -78,9 +78,19 @@ class Browser:
         return reply
 
     def call(self, method: str, timeout_s: float = 30, **params: Any) -> dict[str, Any]:
+        """The reply to ``method``, within ``timeout_s`` in all: events that arrive first are
+        kept in ``events``, and each read waits only for the time left, so a stream of
+        events without the reply cannot stretch the wait."""
         call_id = self._send(method, params, self.session if "." in method else None)
+        deadline = time.monotonic() + timeout_s
         while True:
-            reply = self._read(timeout_s)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CdpError(f"{method}: no reply within {timeout_s} s")
+            try:
+                reply = self._read(remaining)
+            except CdpError as err:
+                raise CdpError(f"{method}: {err} (waited up to {timeout_s} s)") from err
             if reply.get("id") == call_id:
                 if "error" in reply:
                     raise CdpError(f"{method}: {reply['error']}")

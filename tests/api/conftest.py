@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,19 +44,20 @@ def fake_api(fake_api_factory: Callable[..., FakeApi]) -> FakeApi:
 
 @pytest.fixture
 def live_factory(tmp_path: Path) -> Iterator[Callable[..., tuple[httpx.Client, ThreadServer]]]:
-    started: list[tuple[httpx.Client, ThreadServer]] = []
+    numbers = itertools.count()
+    # ExitStack: every cleanup runs even if one fails; each client is closed before the
+    # server it talks to is stopped (last in, first out)
+    with contextlib.ExitStack() as cleanup:
 
-    def factory(**overrides: Any) -> tuple[httpx.Client, ThreadServer]:
-        overrides.setdefault("engine", {"tick_ms": 5})
-        server = ThreadServer(make_settings(tmp_path / f"live{len(started)}", **overrides))
-        client = httpx.Client(base_url=server.start(), timeout=30)
-        started.append((client, server))
-        return client, server
+        def factory(**overrides: Any) -> tuple[httpx.Client, ThreadServer]:
+            overrides.setdefault("engine", {"tick_ms": 5})
+            server = ThreadServer(make_settings(tmp_path / f"live{next(numbers)}", **overrides))
+            cleanup.callback(server.stop)  # registered before start: a failed start is stopped
+            client = httpx.Client(base_url=server.start(), timeout=30)
+            cleanup.callback(client.close)
+            return client, server
 
-    yield factory
-    for client, server in started:
-        client.close()
-        server.stop()
+        yield factory
 
 
 @pytest.fixture

@@ -62,16 +62,25 @@ class ThreadServer:
     def start(self) -> str:
         self.thread.start()
         deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
+        try:
+            while not self.server.started:
+                assert self.thread.is_alive(), "server thread ended before it started serving"
+                assert time.monotonic() < deadline, "server did not start within 20 s"
+                time.sleep(0.02)
+        except BaseException:
+            self.stop()  # a server that failed to start must not outlive the test
+            raise
         port = self.server.servers[0].sockets[0].getsockname()[1]
         return f"http://127.0.0.1:{port}"
 
     def stop(self) -> None:
+        """Stop and join the server thread; safe to call twice, or on a server whose
+        ``start`` failed or never ran (fixtures register a server before starting it)."""
         self.server.should_exit = True
+        if self.thread.ident is None:  # never started: nothing runs, nothing was opened
+            return
         self.thread.join(30)
-        assert not self.thread.is_alive()
+        assert not self.thread.is_alive(), "server thread did not stop within 30 s"
 
 
 def free_port() -> int:
@@ -99,16 +108,24 @@ class ServerProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=log)
         self.url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
+        try:
+            self._wait_ready(self.proc, time.monotonic() + 30)
+        except BaseException:
+            self.kill()  # a server that never became ready must not outlive the test
+            raise
+        return self.url
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes], deadline: float) -> None:
+        """Poll /readyz until it answers 200; fail if the process exits or at ``deadline``."""
         while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log()
+            assert proc.poll() is None, "server exited before it was ready:\n" + self.log()
             try:
                 if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    return self.url
+                    return
             except httpx.TransportError:
                 pass
             time.sleep(0.05)
-        raise AssertionError("server did not become ready:\n" + self.log())
+        raise AssertionError("server did not become ready within 30 s:\n" + self.log())
 
     def signal(self, sig: int = signal.SIGTERM) -> None:
         assert self.proc is not None

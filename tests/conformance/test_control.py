@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from storage.control import ControlStore
+from tests.conformance.child_lines import ChildLines, stop_child
 from tests.conformance.conftest import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,18 +67,18 @@ def test_sigkill_keeps_every_acknowledged_put_and_delete(kind, tmp_path):
         {"P": put, "D": deleted, "X": intended}.get(tag, set()).add(name)
 
     try:
-        assert child.stdout is not None
+        lines = ChildLines(child.stdout)
         deadline = time.monotonic() + 60
-        while len(put) < 300 and time.monotonic() < deadline:
-            line = child.stdout.readline()
-            if not line:
+        while len(put) < 300:
+            line = lines.next_line(deadline)  # None: the child ended, or the deadline came
+            if line is None:
                 break
             take(line)
         os.kill(child.pid, signal.SIGKILL)
-        for line in child.stdout.read().split("\n")[:-1]:
+        for line in lines.rest(time.monotonic() + 30):  # whole lines still in the pipe
             take(line)
     finally:
-        child.wait(10)
+        stop_child(child)
     assert child.returncode == -signal.SIGKILL, f"child ended by itself: {child.returncode}"
     assert len(put) >= 300 and deleted, (len(put), len(deleted))
     store = open_store(kind, path)

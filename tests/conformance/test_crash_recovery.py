@@ -15,6 +15,7 @@ import pytest
 from app.clock import FakeClock, SystemClock
 from app.engine import Engine
 from storage.protocol import LOG_SINK, NewTimer, TimerState
+from tests.conformance.child_lines import ChildLines, stop_child
 from tests.conformance.conftest import NOW, open_store, ready_ms
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,20 +41,21 @@ def run_and_kill(kind: str, path: str, acks_wanted: int) -> tuple[set[str], set[
             attempted.update(rest.split(","))
 
     try:
+        lines = ChildLines(child.stdout)
         deadline = time.monotonic() + 60
-        assert child.stdout is not None
-        while len(scheduled) < acks_wanted and time.monotonic() < deadline:
-            line = child.stdout.readline()
-            if not line:
+        while len(scheduled) < acks_wanted:
+            line = lines.next_line(deadline)  # None: the child ended, or the deadline came
+            if line is None:
                 break
             take(line)
         os.kill(child.pid, signal.SIGKILL)
         # Every line the child printed before it died was acknowledged, including the
-        # ones still in the pipe: a cancel acknowledged there must hold too.
-        for line in child.stdout.read().split("\n")[:-1]:  # [-1]: "" or a torn line
+        # ones still in the pipe: a cancel acknowledged there must hold too. A torn last
+        # line is not a whole acknowledgement and is dropped.
+        for line in lines.rest(time.monotonic() + 30):
             take(line)
     finally:
-        child.wait(10)
+        stop_child(child)
     assert child.returncode == -signal.SIGKILL
     return scheduled, cancelled, attempted - cancelled
 

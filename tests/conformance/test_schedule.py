@@ -66,12 +66,13 @@ def test_list_is_ordered_by_time_then_topic_then_id_and_pages_with_a_cursor(stor
     store.schedule(timers, NOW)
     expected = sorted((t.deliver_at_ms, t.topic, t.id) for t in timers)
     seen, cursor = [], None
-    while True:
+    for _ in range(20):  # bounded: 9 pages are expected; a cursor that never ends fails
         page = store.list_pending(limit=7, cursor=cursor)
         seen += [(v.deliver_at_ms, v.topic, v.id) for v in page.timers]
         cursor = page.next_cursor
         if cursor is None:
             break
+    assert cursor is None, f"paging did not end after 20 pages ({len(seen)} timers seen)"
     assert seen == expected
     window = store.list_pending(from_ms=NOW + 960, to_ms=NOW + 980, topic="q1", limit=100)
     assert [(v.deliver_at_ms, v.topic, v.id) for v in window.timers] == [

@@ -6,9 +6,12 @@ no registry); every container runs on the host network with ports on 127.0.0.1 c
 here (``docker-compose.test.yml``). The compose project name is unique, and the fixture
 runs ``down -v --remove-orphans`` whatever happens, then checks that no container,
 network or volume of the project is left. Docker, Compose v1 and debootstrap come from
-apt and dockerd is started by ``docker/ensure-docker.sh`` (``make test`` runs it; this
-test runs it too); when that fails the test says why, and fails instead of skipping
-under CI=true.
+apt and dockerd is started by ``docker/ensure-docker.sh``, and the debootstrap base and the
+wheelhouse are cached by ``make image-caches``: ``make test`` runs both before pytest.
+This test installs and downloads nothing (its traffic stays on the machine): it checks the
+tools are there, starts dockerd if it is not running, and builds the images from the
+current source out of those caches (``TIMERSTORE_OFFLINE_NO_FETCH=1``). When something is
+missing the test says why, and fails instead of skipping under CI=true.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -38,8 +42,21 @@ HEALTH_TIMEOUT_S = 240
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
+def _not_ready(message: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 def _docker_ready() -> None:
-    done = subprocess.run(
+    missing = [
+        tool
+        for tool in ("docker", "docker-compose", "debootstrap", "dockerd")
+        if shutil.which(tool) is None and not os.path.exists(f"/usr/sbin/{tool}")
+    ]
+    if missing:
+        _not_ready(f"missing {missing}: `make test` installs them (docker/ensure-docker.sh)")
+    done = subprocess.run(  # with every tool present this only starts dockerd if needed
         [str(ROOT / "docker/ensure-docker.sh")],
         capture_output=True,
         text=True,
@@ -48,10 +65,7 @@ def _docker_ready() -> None:
         check=False,
     )
     if done.returncode != 0:
-        message = f"docker is not usable here: {done.stderr.strip() or done.stdout.strip()}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        _not_ready(f"docker is not usable here: {done.stderr.strip() or done.stdout.strip()}")
 
 
 def _free_ports(n: int) -> list[int]:
@@ -164,6 +178,7 @@ def images() -> None:
             [str(ROOT / "docker/build-offline.sh")],
             stdout=out,
             stderr=subprocess.STDOUT,
+            env={**os.environ, "TIMERSTORE_OFFLINE_NO_FETCH": "1"},  # `make image-caches` did
             timeout=BUILD_TIMEOUT_S,
             stdin=subprocess.DEVNULL,
             check=False,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,18 +15,16 @@ from tests.api.helpers import ThreadServer, make_settings
 
 @pytest.fixture
 def server_factory(tmp_path: Path) -> Iterator[Callable[..., str]]:
-    started: list[ThreadServer] = []
+    numbers = itertools.count()
+    with contextlib.ExitStack() as cleanup:  # every server is stopped, even if one fails
 
-    def factory(**overrides: Any) -> str:
-        overrides.setdefault("engine", {"tick_ms": 5})
-        server = ThreadServer(make_settings(tmp_path / f"data{len(started)}", **overrides))
-        url = server.start()
-        started.append(server)
-        return url
+        def factory(**overrides: Any) -> str:
+            overrides.setdefault("engine", {"tick_ms": 5})
+            server = ThreadServer(make_settings(tmp_path / f"data{next(numbers)}", **overrides))
+            cleanup.callback(server.stop)  # registered before start: a failed start is stopped
+            return server.start()
 
-    yield factory
-    for server in started:
-        server.stop()
+        yield factory
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,3 +29,29 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    _stop_the_jvm()
+
+
+def _stop_the_jvm() -> None:
+    """End the py4j gateway and its JVM, which ``session.stop()`` leaves running until the
+    interpreter exits; the next ``getOrCreate`` launches a new one. Safe to call when no
+    gateway is up (a second call, or a session-scoped fixture's end)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None)  # None: not ours
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    try:
+        gateway.shutdown()
+    finally:
+        if proc is not None:
+            if proc.stdin is not None:
+                proc.stdin.close()  # Spark's gateway server exits when its stdin closes
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)

@@ -124,7 +124,11 @@ def test_export_deliveries_from_a_store_then_analyze(spark, tmp_path, capsys):
     assert main(["export-deliveries", "--data-dir", str(data_dir), "--out", str(tmp_path / "y"),
                  "--since-ms", str(since)]) == 0  # fmt: skip
     capsys.readouterr()
-    assert all(r["delivered_at_ms"] >= since for r in pq.read_table(tmp_path / "y").to_pylist())
+    # the engine ran at T0+250, T0+500, ...: o8 (due T0+800) is the first delivered at T0+1000
+    expected = {f"o{i}" for i in range(8, 20)}
+    assert {r["id"] for r in table if r["delivered_at_ms"] >= since} == expected
+    exported = [r["id"] for r in pq.read_table(tmp_path / "y").to_pylist()]
+    assert sorted(exported) == sorted(expected), exported  # exactly those, each once
 
     assert main(["analyze", str(tmp_path / "x"), "--out", str(tmp_path / "report")]) == 0
     result = json.loads(capsys.readouterr().out)

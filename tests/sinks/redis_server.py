@@ -1,7 +1,7 @@
 """A real ``redis-server`` (Debian's package) on a free 127.0.0.1 port with a temp dir.
 
-Installed with apt when missing, as the browser test installs Chromium; skipped (failed
-under CI) when it cannot be installed.
+``make test`` installs it before pytest when missing (``tools/ensure-packages.sh``); the
+tests install nothing themselves. Skipped (failed under CI) when it is not there.
 """
 
 from __future__ import annotations
@@ -20,16 +20,9 @@ REDIS_SERVER = "redis-server"
 
 
 def redis_server_binary() -> str:
-    if shutil.which(REDIS_SERVER) is None:
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for cmd in (
-            ["apt-get", "update", "-q"],
-            ["apt-get", "install", "-y", "-q", "redis-server"],
-        ):
-            subprocess.run(cmd, env=env, capture_output=True, timeout=900, check=False)
     found = shutil.which(REDIS_SERVER)
     if found is None:
-        message = "redis-server is missing and `apt-get install -y redis-server` did not install it"
+        message = "redis-server is missing: `make test` installs it (tools/ensure-packages.sh)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)

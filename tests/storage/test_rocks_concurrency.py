@@ -39,16 +39,23 @@ def test_counters_on_disk_match_the_data_after_concurrent_delivery(tmp_path):
     settings = RocksSettings(str(tmp_path / "r"))
     store = RocksTimerStore(settings)
     engine = Engine(store, SystemClock(), EngineSettings(tick_ms=1, scan_batch=64))
-    engine.start()
     cancelled = [0, 0]
-    workers = [threading.Thread(target=_client, args=(store, w, 200, cancelled)) for w in range(2)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(120)
-    assert not any(w.is_alive() for w in workers)
-    engine.stop()
-    store.close()
+    # daemon: a client thread that hangs must not keep the test run from ending
+    workers = [
+        threading.Thread(target=_client, args=(store, w, 200, cancelled), daemon=True)
+        for w in range(2)
+    ]
+    engine.start()
+    try:
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(120)
+        assert not any(w.is_alive() for w in workers), "client threads still ran after 120 s"
+    finally:
+        engine.stop()  # its threads are stopped whatever failed above
+        if not any(w.is_alive() for w in workers):  # never close the store under a writer
+            store.close()
 
     store = RocksTimerStore(settings)  # counts below are read back from disk
     try:

@@ -11,10 +11,12 @@ itself at commit e027ce7, with what that store answered about every timer in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import msgspec
@@ -28,6 +30,7 @@ from storage.rocks import RocksSettings, RocksTimerStore
 from storage.rocks import keys as layout
 from storage.rocks import migrate as migration
 from storage.rocks.db import FORMAT_KEY, FORMAT_VERSION, is_format_1
+from tests.conformance.child_lines import ChildLines, stop_child
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rocks-format-1"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
@@ -271,13 +274,17 @@ def test_a_directory_another_process_holds_open_is_not_migrated(tmp_path):
         text=True,
     )
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        first = ChildLines(holder.stdout).next_line(time.monotonic() + 30)
+        assert first == "open", f"the holder did not report 'open' within 30 s: {first!r}"
         with pytest.raises(StoreOpenError, match="in use by another process"):
             migration.migrate_format_1(settings)
         assert is_format_1(settings.path)
         assert not Path(settings.path + migration.BACKUP_SUFFIX).exists()
     finally:
-        holder.communicate("\n", timeout=30)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # keeps the first error shown
+            holder.communicate("\n", timeout=30)  # lets it close the database and exit
+        stop_child(holder)  # killed if it did not end in time
+    assert holder.returncode == 0, f"the holder did not exit by itself: {holder.returncode}"
     assert migration.migrate_format_1(settings).pending == 8  # free again: it goes through
 
 

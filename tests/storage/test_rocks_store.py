@@ -114,15 +114,17 @@ def test_due_respects_limit_in_flight_and_upper_bound(rocks_store):
 def test_list_pending_pages_with_a_stable_cursor_and_topic_filter(rocks_store):
     rocks_store.schedule([nt(f"a{i:02d}", NOW + 10 * i) for i in range(25)], NOW)
     rocks_store.schedule([nt(f"b{i}", NOW + 10 * i + 5, topic="mail") for i in range(5)], NOW)
-    seen, cursor = [], None
-    while True:
+    seen, cursor, last_page = [], None, False
+    for _ in range(10):  # bounded: 3 pages are expected; a cursor that never ends fails
         page = rocks_store.list_pending(topic="orders", limit=10, cursor=cursor)
         seen += [v.id for v in page.timers]
         # timers added before the cursor and deliveries do not disturb the next pages
         rocks_store.schedule([nt(f"early{len(seen)}", NOW - 1_000_000)], NOW)
         if page.next_cursor is None:
+            last_page = True
             break
         cursor = page.next_cursor
+    assert last_page, f"paging did not end after 10 pages; ids seen: {seen[:40]}"
     assert seen == [f"a{i:02d}" for i in range(25)]
     window = rocks_store.list_pending(from_ms=NOW + 20, to_ms=NOW + 40, topic="orders")
     assert [v.id for v in window.timers] == ["a02", "a03", "a04"]
