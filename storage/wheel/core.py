@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from storage.protocol import DueTimer
 from storage.wheel import checkpoint as ckpt
+from storage.wheel import shape
 from storage.wheel.counters import WheelCounters
 from storage.wheel.dequeue import SlotWalk
 from storage.wheel.layout import (
@@ -47,6 +48,7 @@ class WheelCore:
         self.settings = s = settings
         self.p = s.precision_ms
         os.makedirs(s.path, exist_ok=True)
+        shape.check(s.path, s.precision_ms, s.slots)  # before any file is opened or sized
         self.counters = WheelCounters()
         self.msglog = MessageLog(
             os.path.join(s.path, "msglog"), s.msglog_segment_bytes, self.counters,
@@ -63,6 +65,8 @@ class WheelCore:
         self.in_flight: dict[int, int] = {}  # seq -> slot time it was handed out from
         self.outstanding: Counter[int] = Counter()  # slot time -> handed out, not finished
         self.slot_start: dict[int, int] = {}  # open slot time -> msglog end when its walk began
+        # (message-log position, slot time): set by recovery, see replay_pos
+        self.replay_floor: tuple[int, int] | None = None
         self.walk: SlotWalk | None = None
         self.released: deque[DueTimer] = deque()  # handed back by an engine stop
         self.scan_ms = -1  # the slot being (or next to be) read; -1 before the first clock
@@ -92,7 +96,46 @@ class WheelCore:
         return min([current, *open_slots])
 
     def replay_pos(self) -> int:
-        return min(self.slot_start.values(), default=self.msglog.end)
+        """Where the next recovery must start reading the message log.
+
+        Recovery learns which timers are finished (delivered, retried, dead-lettered) only
+        from the frames it replays, and their units stay in their slots until the read time
+        passes them. So every finishing frame of a timer whose unit is in a slot at or
+        after the read time must lie after this position: the message-log end when the
+        oldest open slot began its walk. After a restart the slots re-walked get a new
+        start, later than the finishing frames written before the crash; ``replay_floor``
+        (the position recovery read from, and the last slot holding a unit of a timer it
+        found finished) keeps the position there until the read time has passed that slot.
+        """
+        pos = min(self.slot_start.values(), default=self.msglog.end)
+        if self.replay_floor is not None:
+            floor_pos, until_ms = self.replay_floor
+            if self.read_ms > until_ms:
+                self.replay_floor = None
+            else:
+                pos = min(pos, floor_pos)
+        return pos
+
+    def scan_may_pass(self, now_ms: int) -> bool:
+        """Whether the scanner may go past the slot at ``scan_ms`` (to its next slot).
+
+        A unit goes into a slot from ``scan_ms`` up to the roll edge, at most ``scan_ms +
+        slots x precision``. The wheel file holds 2 x slots slots and recovery walks one
+        revolution of them from the checkpointed read time, so units stay below that
+        read time + 2 x slots x precision: no unit overwrites a slot that is still open
+        (a timer handed out long ago and not finished) and recovery finds every unit.
+        Hence ``scan_ms`` stays at most ``slots x precision - precision`` ahead of the
+        checkpointed read time. A lagging checkpoint is brought up to date here; a timer
+        in flight for that long (7 days by default) stops the scanner until it is
+        finished (RocketMQ's dequeue also waits until a slot's messages are put).
+        """
+        limit = self.settings.slots * self.p - self.p
+        if self.scan_ms + self.p - self.last_checkpoint.read_ms <= limit:
+            return True
+        if self.scan_ms + self.p - self.read_ms > limit:
+            return False  # an old slot is still open
+        self.checkpoint(now_ms)  # only the checkpoint lags behind the read time
+        return True
 
     # ------------------------------------------------------------------ writes
     def take_seq(self) -> int:
@@ -211,15 +254,33 @@ class WheelCore:
         ml = self.msglog.file
         horizon = min(point.replay_pos, point.msglog_pos)
         oldest_ms = now_ms - self.settings.log_retention_ms
-        deleted = False
-        while len(ml.segments) > 1 and ml.segments[0].end <= horizon:
-            target, delivered = self.msglog_meta.get(ml.segments[0].base, (-1, -1))
-            if target >= point.read_ms or delivered >= oldest_ms:
+        doomed = []
+        for segment in ml.segments[:-1]:
+            target, delivered = self.msglog_meta.get(segment.base, (-1, -1))
+            if segment.end > horizon or target >= point.read_ms or delivered >= oldest_ms:
                 break
-            self.msglog_meta.pop(ml.segments[0].base, None)
-            ml.delete_segment(ml.segments[0])
-            deleted = True
-        return self._advance_log_start(ml.start) if deleted else 0
+            doomed.append(segment)
+        if not doomed:
+            return 0
+        dropped = self._advance_log_start(doomed[-1].end)
+        for segment in doomed:
+            self.msglog_meta.pop(segment.base, None)
+        self.checkpoint(now_ms)  # the new log starts are durable before their records go
+        for segment in doomed:
+            ml.delete_segment(segment)
+        return dropped
+
+    def clamp_log_start(self, topic: str) -> None:
+        """Move ``topic``'s log start past entries whose records are no longer stored.
+
+        ``retain`` saves the new starts before it deletes, so this only matters for a
+        directory whose segments an older version deleted before saving them: a read of
+        the topic log then starts at the first message still stored instead of failing.
+        """
+        start = self.log_start.get(topic, 0)
+        first = self.cq.entries(topic, start, 1)
+        if first and first[0][0] < self.msglog.file.start:
+            self.log_start[topic] = self.cq.first_offset_at(topic, self.msglog.file.start, start)
 
     def _advance_log_start(self, first_pos: int) -> int:
         dropped = 0

@@ -51,6 +51,8 @@ def due(c: WheelCore, now_ms: int, limit: int) -> list[DueTimer]:
         if c.walk is None:
             if c.scan_ms + c.p - 1 > now_ms:
                 break  # never early: the slot is read once every time in it has come
+            if not c.scan_may_pass(now_ms):
+                break  # a slot handed out slots x precision ago is still open
             if c.wheel.get_slot(c.scan_ms).last_pos < 0:
                 c.counters.empty_slots += 1
                 c.scan_ms += c.p

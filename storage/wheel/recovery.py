@@ -49,7 +49,9 @@ def recover(core: WheelCore) -> None:
         _repair_slots(core)
     finished = _apply_msglog(core, point, records, with_units)
     if core.scan_ms >= 0:
-        _rebuild_index(core, finished)
+        finished_until = _rebuild_index(core, finished)
+        if finished_until >= 0:  # see WheelCore.replay_pos
+            core.replay_floor = (min(point.replay_pos, point.msglog_pos), finished_until)
 
 
 def _replay_timerlog(core: WheelCore, from_pos: int, msglog_end: int) -> set[int]:
@@ -126,13 +128,18 @@ def _apply_msglog(
     return finished
 
 
-def _rebuild_index(core: WheelCore, finished: set[int]) -> None:
+def _rebuild_index(core: WheelCore, finished: set[int]) -> int:
+    """Index the newest body of every live incarnation; return the last slot time that
+    holds a unit of a finished one (-1 when none does)."""
     deletes: set[int] = set()
     newest: dict[int, tuple[int, int]] = {}  # seq -> (body_pos, body_size)
+    finished_until = -1
     for slot in core.wheel.live_slots(core.scan_ms):
         pos = slot.last_pos
         while pos >= 0:
             unit = core.timerlog.read(pos)
+            if unit.seq in finished:
+                finished_until = slot.time_ms
             if unit.is_delete:
                 deletes.add(unit.seq)
             elif unit.body_offset > newest.get(unit.seq, (-1, 0))[0]:
@@ -151,3 +158,4 @@ def _rebuild_index(core: WheelCore, finished: set[int]) -> None:
         if old is None or old.seq < seq:
             core.index[ident] = Entry(seq, rec.key_ms, body_pos, body_size)
     core.pending_by_topic = Counter(topic for topic, _ in core.index)
+    return finished_until

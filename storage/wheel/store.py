@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from storage.errors import ConflictError, NotFoundError, StoreClosedError
+from storage.errors import ConflictError, NotFoundError, StoreClosedError, StoreOpenError
 from storage.names import validate_name
 from storage.protocol import (
     CancelOutcome,
@@ -64,10 +64,13 @@ class WheelTimerStore:
 
     def __init__(self, settings: WheelSettings) -> None:
         self.settings = settings
-        self._core: WheelCore | None = WheelCore(settings)
-        recover(self._core)
+        self._core: WheelCore | None = _open_core(settings)
         self._lock = threading.Lock()
-        self._control = FileControl(settings.path)
+        try:
+            self._control = FileControl(settings.path)
+        except OSError as exc:
+            self._core.close()
+            raise _open_error(settings.path, exc) from exc
 
     @property
     def control(self) -> FileControl:
@@ -123,21 +126,21 @@ class WheelTimerStore:
             c = self.core
             records: list[Record] = []
             results = []
-            gone: set[tuple[str, str]] = set()
+            removed: set[tuple[str, str]] = set()  # by an earlier item of this batch
             for ident in idents:
-                entry = None if ident in gone else c.index.get(ident)
-                if entry is not None and entry.seq in c.in_flight:
+                entry = None if ident in removed else c.index.get(ident)
+                if entry is not None and entry.seq in c.in_flight:  # as often as it is asked
                     results.append(CancelResult(CancelOutcome.TOO_LATE, TimerState.IN_FLIGHT))
-                elif entry is not None:
+                    continue
+                if entry is not None:
                     records.append(CancelRec(entry.seq, *ident, entry.key_ms, cancel=True))
-                    results.append(CancelResult(CancelOutcome.REMOVED))
-                elif ident not in gone and ident in c.dead:
+                elif ident not in removed and ident in c.dead:
                     records.append(DeadRemovedRec(*ident, cancel=True))
-                    results.append(CancelResult(CancelOutcome.REMOVED))
                 else:  # never scheduled, delivered (not remembered) or removed just now
                     results.append(CancelResult(CancelOutcome.UNKNOWN))
                     continue
-                gone.add(ident)
+                results.append(CancelResult(CancelOutcome.REMOVED))
+                removed.add(ident)
             c.enqueue_records(records, c.append(records))
             for rec in records:
                 ident = (rec.topic, rec.id)
@@ -243,6 +246,7 @@ class WheelTimerStore:
     def read_log(self, topic: str, offset: int, limit: int) -> list[LoggedMessage]:
         validate_name("topic", topic)
         with self._lock:
+            self.core.clamp_log_start(topic)
             return inspect.read_log(self.core, topic, offset, limit)
 
     def topics(self) -> list[TopicInfo]:
@@ -300,6 +304,29 @@ class WheelTimerStore:
                 self._core.checkpoint(self._core.write_ms)
                 self._core.close()
                 self._core = None
+
+
+def _open_core(settings: WheelSettings) -> WheelCore:
+    """The core with its files open and its state recovered.
+
+    The directory and its files are created and opened here, so an unusable data
+    directory (a parent that is a file, no permission) is a StoreOpenError naming it.
+    """
+    try:
+        core = WheelCore(settings)
+    except OSError as exc:
+        raise _open_error(settings.path, exc) from exc
+    recover(core)
+    return core
+
+
+def _open_error(path: str, exc: OSError) -> StoreOpenError:
+    cause = exc.strerror or str(exc)
+    where = exc.filename if exc.filename is not None else path
+    return StoreOpenError(
+        f"cannot open the wheel store in {path}: {cause} ({where}). Set data_dir "
+        "(--data-dir or TIMERSTORE_DATA_DIR) to a directory this user can create and write."
+    )
 
 
 def _drop_zero(counter: dict[str, int]) -> None:

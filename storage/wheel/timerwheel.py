@@ -3,6 +3,11 @@
 Slot index = time / precision mod (2 x slots), RocketMQ's ``getSlotIndex``. The wheel is
 reused revolution after revolution, so a slot only belongs to the asked time when its
 stored time matches: otherwise it is empty (RocketMQ ``getSlot`` returns -1 then).
+
+A slot never written is 32 zero bytes, which would match time 0 (a clock in the first
+precision after the epoch) with a chain at TimerLog position 0. No written slot is all
+zero (a chain ending at position 0 is one unit, so its count is 1 or -1), so an all-zero
+slot is empty: existing wheel files read as before.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import mmap
 import os
 from collections.abc import Iterator
 
+from storage.errors import StoreOpenError
 from storage.wheel.counters import WheelCounters
 from storage.wheel.layout import (
     BLANK_HEAD,
@@ -27,6 +33,7 @@ from storage.wheel.layout import (
 from storage.wheel.segments import SegmentedFile
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+ZERO_SLOT = Slot(0, 0, 0, 0, 0)  # never written (see the module docstring)
 
 
 class TimerWheel:
@@ -37,9 +44,10 @@ class TimerWheel:
         size = self.slots_total * SLOT_SIZE
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if os.fstat(self._fd).st_size != size:
-            if os.fstat(self._fd).st_size:
-                raise ValueError(f"{path} was made for another wheel size; use the same slots")
-            os.ftruncate(self._fd, size)  # sparse: zero time never matches a real slot
+            if os.fstat(self._fd).st_size:  # shape.check tells this first, with both values
+                os.close(self._fd)
+                raise StoreOpenError(f"{path} was made for another number of slots than {slots}")
+            os.ftruncate(self._fd, size)  # sparse; an all-zero slot reads as empty
         self._mm = mmap.mmap(self._fd, size)
 
     def slot_ms(self, time_ms: int) -> int:
@@ -51,7 +59,7 @@ class TimerWheel:
 
     def get_slot(self, time_ms: int) -> Slot:
         slot = self.raw_slot(self.index(time_ms))
-        if slot.time_ms != time_ms // self.precision_ms:
+        if slot.time_ms != time_ms // self.precision_ms or slot == ZERO_SLOT:
             return EMPTY_SLOT
         return slot._replace(time_ms=slot.time_ms * self.precision_ms)
 
@@ -71,8 +79,9 @@ class TimerWheel:
         start = self.index(from_ms)
         for n in range(self.slots_total):
             i = (start + n) % self.slots_total
-            time_units, first_pos, last_pos, num, magic = SLOT.unpack_from(self._mm, i * SLOT_SIZE)
-            if first <= time_units < last and last_pos >= 0:
+            raw = SLOT.unpack_from(self._mm, i * SLOT_SIZE)
+            time_units, first_pos, last_pos, num, magic = raw
+            if first <= time_units < last and last_pos >= 0 and raw != ZERO_SLOT:
                 yield Slot(time_units * self.precision_ms, first_pos, last_pos, num, magic)
 
     def flush(self) -> None:

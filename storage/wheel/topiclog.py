@@ -5,6 +5,11 @@ find it through that topic's ConsumeQueue. Here a delivery is a ``DeliveredRec``
 message log and ``cq/<topic>`` holds one 16-byte entry per topic offset: the record's
 position (8) and size (4), padded. Entries are written after the frame, so recovery
 re-appends whatever a crash cut off (an entry is keyed by its offset: idempotent).
+
+A topic's file is named by the topic itself, except ``.`` and ``..`` (valid names, but
+the directory itself and its parent as file names): they get ``%2E`` and ``%2E%2E``,
+names no topic can have (``%`` is not allowed in a name), so every other topic keeps
+its file name.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import struct
 from storage.wheel.counters import WheelCounters
 
 ENTRY = struct.Struct(">QI4x")
+_FILE_OF_TOPIC = {".": "%2E", "..": "%2E%2E"}
+_TOPIC_OF_FILE = {file: topic for topic, file in _FILE_OF_TOPIC.items()}
 
 
 class ConsumeQueues:
@@ -25,13 +32,14 @@ class ConsumeQueues:
         self._fds: dict[str, int] = {}
         self._lengths: dict[str, int] = {}
         self._dirty: set[str] = set()
-        for topic in os.listdir(directory):
-            self._open(topic)
+        for name in os.listdir(directory):
+            self._open(_TOPIC_OF_FILE.get(name, name))
 
     def _open(self, topic: str) -> int:
         fd = self._fds.get(topic)
         if fd is None:
-            fd = os.open(os.path.join(self.directory, topic), os.O_RDWR | os.O_CREAT, 0o644)
+            name = _FILE_OF_TOPIC.get(topic, topic)
+            fd = os.open(os.path.join(self.directory, name), os.O_RDWR | os.O_CREAT, 0o644)
             size = os.fstat(fd).st_size
             if size % ENTRY.size:  # a torn entry: recovery appends it again
                 os.ftruncate(fd, size - size % ENTRY.size)
