@@ -113,7 +113,8 @@ async def get_timer(request: Request, topic: TopicPath, timer_id: TimerIdPath) -
 @router.delete(
     "/{topic}/{id}",
     summary="Cancel a timer",
-    description="204: removed, it will never be delivered. 404: unknown. "
+    description="204: removed, it will never be delivered (a dead letter of the same topic "
+    "and id goes too). 404: unknown. "
     "409: too late (in flight or delivered), with the state in the body.",
     status_code=204,
     response_class=Response,

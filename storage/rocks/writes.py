@@ -27,6 +27,7 @@ from storage.rocks.counters import CounterDelta
 from storage.rocks.db import multi_get
 
 _PENDING_BYTES = 8  # an ids value of this length is a pending timer's key time
+REMOVED = CancelOutcome.REMOVED
 
 
 def schedule(core: RocksCore, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
@@ -214,48 +215,71 @@ def _too_late(index: int, timer: NewTimer, state: TimerState, what: str) -> Conf
 
 
 def cancel(core: RocksCore, idents: Sequence[tuple[str, str]]) -> list[CancelResult]:
+    """Remove each identity whole: its pending timer, else its dead letter, and a dead
+    letter left behind by an identity scheduled again after it was dead-lettered (so a
+    removed identity reads as unknown afterwards)."""
     names = [(validate_name("topic", t), validate_name("id", i)) for t, i in idents]
     keys = [layout.ident_key(t, i) for t, i in names]
     with core.lock:
         h = core.handles  # under the lock: a close() that won it raises StoreClosedError
-        old_values = multi_get(h.cfs["ids"], keys)
-        delivered = core.delivered_in_ranges(
-            [
-                old + k
-                for k, old in zip(keys, old_values, strict=True)
-                if old and len(old) == _PENDING_BYTES
-            ]
-        )
         batch = rd.WriteBatch(raw_mode=True)
         delta = core.delta()
-        results: list[CancelResult | None] = [None] * len(keys)
-        unseen = []
-        removed: set[bytes] = set()
-        for i, (ident, old) in enumerate(zip(keys, old_values, strict=True)):
-            if ident in removed:
-                results[i] = CancelResult(CancelOutcome.UNKNOWN)
-            elif old is None:
-                unseen.append(i)
-            elif len(old) != _PENDING_BYTES or (key := old + ident) in delivered:
-                results[i] = CancelResult(CancelOutcome.TOO_LATE, TimerState.DELIVERED)
-            elif key in core.in_flight:
-                results[i] = CancelResult(CancelOutcome.TOO_LATE, TimerState.IN_FLIGHT)
-            else:
-                batch.delete(key, h.handles["timers"])
-                batch.delete(ident, h.handles["ids"])
-                delta.pending[idents[i][0]] -= 1
-                delta.totals["cancelled"] += 1
-                removed.add(ident)
-                results[i] = CancelResult(CancelOutcome.REMOVED)
-        dead = multi_get(h.cfs["deadletter"], [keys[i] for i in unseen])
-        for i, dead_value in zip(unseen, dead, strict=True):
-            if dead_value is not None and keys[i] not in removed:
+        results, unseen = _cancel_pending(core, keys, idents, batch, delta)
+        removed = [keys[i] for i, r in enumerate(results) if r is not None and r.outcome is REMOVED]
+        looked_up = [keys[i] for i in unseen] + removed
+        dead_at = dict(zip(looked_up, multi_get(h.cfs["deadletter"], looked_up), strict=True))
+        for ident in removed:
+            if dead_at[ident] is not None:
+                batch.delete(ident, h.handles["deadletter"])
+                delta.totals["dead_lettered"] -= 1
+        gone = set(removed)
+        for i in unseen:
+            if dead_at[keys[i]] is not None and keys[i] not in gone:
                 batch.delete(keys[i], h.handles["deadletter"])
                 delta.totals["dead_lettered"] -= 1
                 delta.totals["cancelled"] += 1
-                removed.add(keys[i])
-                results[i] = CancelResult(CancelOutcome.REMOVED)
+                gone.add(keys[i])
+                results[i] = CancelResult(REMOVED)
             else:
                 results[i] = CancelResult(CancelOutcome.UNKNOWN)
         core.write(batch, delta)
     return [r for r in results if r is not None]
+
+
+def _cancel_pending(
+    core: RocksCore,
+    keys: list[bytes],
+    idents: Sequence[tuple[str, str]],
+    batch: rd.WriteBatch,
+    delta: CounterDelta,
+) -> tuple[list[CancelResult | None], list[int]]:
+    """Each identity's answer from ``ids`` (deletes of the removed pending timers staged in
+    ``batch``), and the indexes ``ids`` does not know (None answers: maybe dead letters)."""
+    h = core.handles
+    old_values = multi_get(h.cfs["ids"], keys)
+    pending_keys = [
+        old + k
+        for k, old in zip(keys, old_values, strict=True)
+        if old and len(old) == _PENDING_BYTES
+    ]
+    delivered = core.delivered_in_ranges(pending_keys)
+    results: list[CancelResult | None] = [None] * len(keys)
+    unseen: list[int] = []
+    removed: set[bytes] = set()
+    for i, (ident, old) in enumerate(zip(keys, old_values, strict=True)):
+        if ident in removed:
+            results[i] = CancelResult(CancelOutcome.UNKNOWN)
+        elif old is None:
+            unseen.append(i)
+        elif len(old) != _PENDING_BYTES or (key := old + ident) in delivered:
+            results[i] = CancelResult(CancelOutcome.TOO_LATE, TimerState.DELIVERED)
+        elif key in core.in_flight:
+            results[i] = CancelResult(CancelOutcome.TOO_LATE, TimerState.IN_FLIGHT)
+        else:
+            batch.delete(key, h.handles["timers"])
+            batch.delete(ident, h.handles["ids"])
+            delta.pending[idents[i][0]] -= 1
+            delta.totals["cancelled"] += 1
+            removed.add(ident)
+            results[i] = CancelResult(REMOVED)
+    return results, unseen

@@ -134,6 +134,8 @@ class WheelTimerStore:
                     continue
                 if entry is not None:
                     records.append(CancelRec(entry.seq, *ident, entry.key_ms, cancel=True))
+                    if ident in c.dead:  # scheduled again after its dead letter: both go
+                        records.append(DeadRemovedRec(*ident))
                 elif ident not in removed and ident in c.dead:
                     records.append(DeadRemovedRec(*ident, cancel=True))
                 else:  # never scheduled, delivered (not remembered) or removed just now
@@ -147,9 +149,10 @@ class WheelTimerStore:
                 if isinstance(rec, CancelRec):
                     del c.index[ident]
                     c.pending_by_topic[rec.topic] -= 1
-                else:
+                    c.totals["cancelled"] += 1
+                elif isinstance(rec, DeadRemovedRec):
                     del c.dead[ident]
-                c.totals["cancelled"] += 1
+                    c.totals["cancelled"] += rec.cancel  # not the one a pending cancel took
             _drop_zero(c.pending_by_topic)
         return results
 

@@ -70,3 +70,19 @@ def test_cancel_of_a_dead_letter_removes_it(store):
     assert store.cancel([("orders", "a")])[0].outcome == CancelOutcome.REMOVED
     assert store.get("orders", "a") is None
     assert store.stats().dead_lettered == 0
+
+
+def test_cancel_of_an_identity_scheduled_again_after_its_dead_letter_removes_both(store):
+    """A dead-lettered identity may be scheduled again (schedule does not look at the dead
+    letters). Cancelling it must leave nothing: the contract run found a DELETE answered
+    204 and the GET after it answering 200 dead_lettered."""
+    store.schedule([NewTimer("orders", "a", NOW)], NOW)
+    store.dead_letter(store.due(ready_ms(store, NOW), 10), NOW, "the sink is down")
+    store.schedule([NewTimer("orders", "a", NOW + 60_000)], NOW)
+    assert store.get("orders", "a").state == TimerState.PENDING
+    assert store.stats().dead_lettered == 1
+    [result] = store.cancel([("orders", "a")])
+    assert result.outcome == CancelOutcome.REMOVED
+    assert store.get("orders", "a") is None
+    assert store.stats().dead_lettered == 0 and store.stats().pending == 0
+    assert store.dead_letters().timers == []
