@@ -17,6 +17,7 @@ import msgspec
 
 from app.config import Settings, load_settings
 from pipeline.importer import FORMATS
+from storage.errors import InvalidInputError
 
 
 def _now_ms() -> int:
@@ -112,6 +113,7 @@ def run_import_command(args: argparse.Namespace) -> int:
             return 2
         floor_ms, stage_dir = now_ms, args.stage_dir  # ingest repairs what passed meanwhile
     try:
+        make_stage_dir(stage_dir)  # before Spark starts: a bad path fails in a second
         with spark_session(args.master, "timerstore-import", _conf(args)) as spark:
             summary = run_import(
                 spark,
@@ -139,6 +141,18 @@ def run_import_command(args: argparse.Namespace) -> int:
         f.write(msgspec.json.format(msgspec.json.encode(result)))
     _print(result)
     return 0
+
+
+def make_stage_dir(path: str) -> None:
+    """Create the stage directory, or InvalidInputError naming ``stage_dir`` and the cause."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInputError(
+            f"cannot create the stage directory {path}: {exc.strerror or exc}; "
+            "choose another --stage-dir",
+            field="stage_dir",
+        ) from exc
 
 
 def run_export_command(args: argparse.Namespace) -> int:

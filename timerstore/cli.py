@@ -16,9 +16,10 @@ from api import server
 from app import migrate_cli
 from bench import cli as bench_cli
 from pipeline import cli as pipeline_cli
-from storage.errors import ConfigError, StoreOpenError
+from storage.errors import ConfigError, InvalidInputError, StoreOpenError
 
 COMMANDS = (server, migrate_cli, bench_cli, pipeline_cli)
+EXIT_BAD_INPUT = 2  # as argparse's usage errors
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one subcommand; a bad setting or an unopenable store is one line, not a trace."""
+    """Run one subcommand; a bad setting, an unopenable store or a bad input (an import's
+    manifest or stage directory) is one line, not a trace."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args) or 0)
@@ -40,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreOpenError as exc:
         print(f"timerstore {args.command}: {exc.message}", file=sys.stderr)
         return server.EXIT_STORE_UNAVAILABLE
+    except InvalidInputError as exc:
+        print(f"timerstore {args.command}: {exc.message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":
