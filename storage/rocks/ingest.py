@@ -127,6 +127,11 @@ def _check_staged_file(stage_dir: str, index: int, f: StagedFile) -> None:
         )
     if not os.path.isfile(os.path.join(stage_dir, f.path)):
         raise InvalidInputError(f"{where}.path: staged file {f.path} is missing", field="stage_dir")
+    if not _ends_like_an_sst(os.path.join(stage_dir, f.path)):
+        raise InvalidInputError(
+            f"{where}.path: {f.path} is not an SST file (no block-based table footer)",
+            field="stage_dir",
+        )
     for name, value in (("first_key", f.first_key), ("last_key", f.last_key)):
         try:
             bytes.fromhex(value)
@@ -134,6 +139,24 @@ def _check_staged_file(stage_dir: str, index: int, f: StagedFile) -> None:
             raise InvalidInputError(
                 f"{where}.{name}: {value[:40]!r} is not hexadecimal", field="stage_dir"
             ) from None
+
+
+# RocksDB's block-based table ends with this magic number, little-endian
+# (kBlockBasedTableMagicNumber, table/block_based/block_based_table_builder.cc)
+SST_MAGIC = (0x88E241B785F4CFF7).to_bytes(8, "little")
+SST_FOOTER_BYTES = 48  # the smallest footer (format version 0)
+
+
+def _ends_like_an_sst(path: str) -> bool:
+    """Whether the file ends with an SST footer's magic number. The binding raises one
+    bare Exception type for every RocksDB error, so a file that is not an SST at all is
+    refused here, by name, before ``ingest_external_file`` would fail on it."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size < SST_FOOTER_BYTES:
+            return False
+        f.seek(size - len(SST_MAGIC))
+        return f.read(len(SST_MAGIC)) == SST_MAGIC
 
 
 class _Conflicts:

@@ -151,6 +151,14 @@ def test_ingest_refuses_an_absolute_path_outside_and_takes_one_inside(rocks_stor
     assert rocks_store.ingest_staged(str(staged)).added == 10
 
 
+@pytest.mark.parametrize("content", [b"", b"not an sst file, but long enough to hold a footer" * 2])
+def test_ingest_refuses_a_staged_file_that_is_not_an_sst(rocks_store, staged, content):
+    """The binding raises a bare Exception for such a file (a 500 through the API)."""
+    manifest = json.loads((staged / MANIFEST).read_text())
+    (staged / manifest["files"][1]["path"]).write_bytes(content)
+    _refused(rocks_store, staged, "files[1].path", "not an SST file")
+
+
 # ------------------------------------------------------------- out-of-range times
 
 TOO_BIG = 2**64
