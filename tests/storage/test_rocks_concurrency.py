@@ -21,7 +21,18 @@ TOPICS = ("a", "b", "c")
 NOW = 1_700_000_000_000
 
 
-def _client(store: RocksTimerStore, worker: int, rounds: int, cancelled: list[int]) -> None:
+def _client(
+    store: RocksTimerStore, worker: int, rounds: int, cancelled: list[int], errors: list
+) -> None:
+    try:
+        _schedule_and_cancel(store, worker, rounds, cancelled)
+    except Exception as exc:  # an error in a thread is only printed: the test raises it
+        errors.append(exc)
+
+
+def _schedule_and_cancel(
+    store: RocksTimerStore, worker: int, rounds: int, cancelled: list[int]
+) -> None:
     rng, clock = random.Random(worker), SystemClock()
     for n in range(rounds):
         now = clock.now_ms()
@@ -40,9 +51,10 @@ def test_counters_on_disk_match_the_data_after_concurrent_delivery(tmp_path):
     store = RocksTimerStore(settings)
     engine = Engine(store, SystemClock(), EngineSettings(tick_ms=1, scan_batch=64))
     cancelled = [0, 0]
+    errors: list[Exception] = []
     # daemon: a client thread that hangs must not keep the test run from ending
     workers = [
-        threading.Thread(target=_client, args=(store, w, 200, cancelled), daemon=True)
+        threading.Thread(target=_client, args=(store, w, 200, cancelled, errors), daemon=True)
         for w in range(2)
     ]
     engine.start()
@@ -52,6 +64,8 @@ def test_counters_on_disk_match_the_data_after_concurrent_delivery(tmp_path):
         for w in workers:
             w.join(120)
         assert not any(w.is_alive() for w in workers), "client threads still ran after 120 s"
+        if errors:
+            raise errors[0]
     finally:
         engine.stop()  # its threads are stopped whatever failed above
         if not any(w.is_alive() for w in workers):  # never close the store under a writer
