@@ -6,8 +6,6 @@ vanish between two lookups falls through to the next state (pending -> delivered
 
 from __future__ import annotations
 
-import base64
-import binascii
 import collections
 import itertools
 from collections.abc import Iterator, Sequence
@@ -16,7 +14,8 @@ from typing import cast
 import rocksdict as rd
 
 from storage import records
-from storage.errors import InvalidInputError, StoreCorruptError
+from storage.cursors import decode_cursor, encode_cursor
+from storage.errors import StoreCorruptError
 from storage.protocol import LoggedMessage, TimerPage, TimerState, TimerView
 from storage.rocks import keys as layout
 from storage.rocks.db import RocksHandles, iter_items, iter_keys, multi_get
@@ -25,27 +24,6 @@ from storage.rocks.ranges import delivered_by_range
 # A filtered listing stops after visiting this many keys per returned timer and hands
 # back a cursor, so one request never walks an unbounded range.
 VISITS_PER_RESULT = 100
-
-
-def encode_cursor(key: bytes) -> str:
-    return base64.urlsafe_b64encode(key).decode()
-
-
-def decode_cursor(cursor: str) -> bytes:
-    """The key a cursor names: the listing goes on after it.
-
-    A cursor is a position in key order, so any well-formed one (base64url, padded, not
-    empty) is accepted and reads only what a listing could read anyway; the API documents
-    that form, so every cursor its document allows is one the server takes. Anything
-    else is a 422 naming ``cursor``.
-    """
-    try:
-        key = base64.b64decode(cursor.encode(), altchars=b"-_", validate=True)
-    except (binascii.Error, ValueError):
-        key = b""
-    if not key:
-        raise InvalidInputError("cursor is not a well-formed cursor", field="cursor")
-    return key
 
 
 class BoundedIter:

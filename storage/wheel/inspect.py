@@ -9,12 +9,11 @@ of a time range would miss it. The RocksDB store answers both with one bounded s
 
 from __future__ import annotations
 
-import base64
-import binascii
 import bisect
 import heapq
 from collections.abc import Iterator, Sequence
 
+from storage.cursors import decode_cursor, encode_cursor
 from storage.errors import InvalidInputError
 from storage.names import validate_name
 from storage.protocol import LoggedMessage, TimerPage, TimerState, TimerView
@@ -23,23 +22,6 @@ from storage.wheel.core import WheelCore
 from storage.wheel.layout import DeadRec, DeliveredRec, SchedRec
 
 _Key = tuple[int, str, str]  # (key_ms, topic, id): sorts as the RocksDB timer key's bytes
-
-
-def _encode_cursor(key: bytes) -> str:
-    return base64.urlsafe_b64encode(key).decode()
-
-
-def _decode_cursor(cursor: str) -> bytes:
-    """The key a cursor names, by the RocksDB store's rule (``storage.rocks.reads``): any
-    well-formed cursor (base64url, padded, not empty) is a position in key order, so
-    both stores take every cursor the API document allows; anything else is a 422."""
-    try:
-        key = base64.b64decode(cursor.encode(), altchars=b"-_", validate=True)
-    except (binascii.Error, ValueError):
-        key = b""
-    if not key:
-        raise InvalidInputError("cursor is not a well-formed cursor", field="cursor")
-    return key
 
 
 def _after(cursor_key: bytes, key: _Key) -> bool:
@@ -100,7 +82,7 @@ def list_pending(
         validate_name("topic", topic)
     if limit < 1:
         raise InvalidInputError("limit must be at least 1", field="limit")
-    cursor_key = None if cursor is None else _decode_cursor(cursor)
+    cursor_key = None if cursor is None else decode_cursor(cursor)
     high = (1 << 63) if to_ms is None else to_ms
     keys: Iterator[_Key] = (
         (entry.key_ms, t, i)
@@ -112,7 +94,7 @@ def list_pending(
     page = heapq.nsmallest(limit + 1, keys)
     views = [pending_view(core, t, i) for _, t, i in page[:limit]]
     last = page[limit - 1] if len(page) > limit else None
-    next_cursor = None if last is None else _encode_cursor(_timer_key(last))
+    next_cursor = None if last is None else encode_cursor(_timer_key(last))
     return TimerPage([v for v in views if v is not None], next_cursor)
 
 
@@ -142,7 +124,7 @@ def read_log(core: WheelCore, topic: str, offset: int, limit: int) -> list[Logge
 
 def dead_letters(core: WheelCore, topic: str | None, limit: int, after: str | None) -> TimerPage:
     """Dead letters in (topic, id) order; the cursor is the RocksDB store's (ident key)."""
-    start = b"" if after is None else _decode_cursor(after)
+    start = b"" if after is None else decode_cursor(after)
     keys = sorted(
         layout.ident_key(t.encode(), i.encode())
         for t, i in core.dead
@@ -152,5 +134,5 @@ def dead_letters(core: WheelCore, topic: str | None, limit: int, after: str | No
     page = keys[:limit]
     views = [dead_view(core.dead[layout.split_ident(k)]) for k in page]
     more = len(keys) > limit
-    next_cursor = _encode_cursor(page[-1]) if more and page else None
+    next_cursor = encode_cursor(page[-1]) if more and page else None
     return TimerPage(views, next_cursor)

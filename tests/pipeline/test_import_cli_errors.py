@@ -23,8 +23,10 @@ def test_a_stage_dir_that_cannot_be_created_is_one_line_and_exit_2(tmp_path: Pat
     (tmp_path / "a-file").write_text("")
     stage = tmp_path / "a-file" / "stage"
     done = subprocess.run(
-        [sys.executable, "-m", "timerstore", "import", str(tmp_path / "in.csv")]
-        + ["--data-dir", str(data), "--stage-dir", str(stage)],
+        [
+            *(sys.executable, "-m", "timerstore", "import", str(tmp_path / "in.csv")),
+            *("--data-dir", str(data), "--stage-dir", str(stage)),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
