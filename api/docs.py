@@ -139,7 +139,7 @@ def _timer_limits(props: dict[str, Any], limits: RequestLimits) -> None:
         f"UTF-8 text of at most {payload_bytes} bytes (the limit counts UTF-8 bytes; maxLength "
         "counts characters, so a text of multi-byte characters reaches the limit sooner)",
     )
-    _max_of(props["payload_b64"], "maxLength", 4 * (payload_bytes // 3))
+    _max_of(props["payload_b64"], "maxLength", 4 * ((payload_bytes + 2) // 3))  # padded base64
     _describe(props["payload_b64"], f"; at most {payload_bytes} bytes once decoded", add=True)
     _max_of(props["headers"], "maxProperties", limits.max_headers)
     _describe(

@@ -160,6 +160,11 @@ class TimerService:
                 "topics": len(stats.pending_by_topic),
             },
         )
+        if self.limits.store_chunk_timers is not None:
+            log.warning(
+                "limits.store_chunk_timers is ignored: a batch is one atomic store write",
+                extra={"event": "deprecated_setting", "setting": "limits.store_chunk_timers"},
+            )
         log.info("service started", extra={"event": "started", "engine": self._run_engine})
 
     def _routing_sink(self, routes: RouteTable) -> RoutingSink:
@@ -183,12 +188,14 @@ class TimerService:
             except TimeoutError:
                 log.error("store calls still running after %.0f s: not closing", CLOSE_WAIT_S)
                 return  # every acknowledged write is in the WAL already
-        if self.engine is not None:
-            await anyio.to_thread.run_sync(self.engine.stop)
-        if self._store is not None:
-            store, self._store = self._store, None
-            await anyio.to_thread.run_sync(store.close)
-        log.info("service stopped", extra={"event": "stopped"})
+        try:
+            if self.engine is not None:
+                await anyio.to_thread.run_sync(self.engine.stop)
+        finally:  # a store error in the engine's last settle must not keep the store open
+            if self._store is not None:
+                store, self._store = self._store, None
+                await anyio.to_thread.run_sync(store.close)
+            log.info("service stopped", extra={"event": "stopped"})
 
     async def call(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run a blocking store call in a worker thread; 503 once shutdown has begun."""
@@ -244,15 +251,15 @@ class TimerService:
 
     async def get(self, topic: str, timer_id: str) -> TimerView:
         view = await self.call(self.store.get, topic, timer_id)
-        if view is None:
-            raise NotFoundError(f"no timer {topic}/{timer_id}")
+        if view is None:  # field "id": the path named no timer (a client tells it apart)
+            raise NotFoundError(f"no timer {topic}/{timer_id}", field="id")
         return view
 
     async def cancel(self, topic: str, timer_id: str) -> None:
         (result,) = await self.call(self.store.cancel, [(topic, timer_id)])
         self.telemetry.cancelled.labels(str(result.outcome)).inc()
         if result.outcome is CancelOutcome.UNKNOWN:
-            raise NotFoundError(f"no timer {topic}/{timer_id}")
+            raise NotFoundError(f"no timer {topic}/{timer_id}", field="id")
         if result.outcome is CancelOutcome.TOO_LATE:
             state = str(result.state)
             raise ConflictError(f"too late to cancel {topic}/{timer_id}: {state}", state=state)

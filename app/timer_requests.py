@@ -46,6 +46,9 @@ class RequestLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_body_bytes: int = 32 << 20
     max_wait_ms: int = 30_000  # longest long-poll
     max_page_limit: int = 1000  # GET listings: largest `limit`
+    # Deprecated and ignored: a batch is one atomic store write (all or nothing, a 409
+    # included). Still accepted so a configuration that sets it starts; a warning says so.
+    store_chunk_timers: int | None = None
 
 
 # A 422 lists at most this many bad items of a batch (the first ones, by index): enough to

@@ -115,27 +115,22 @@ def get(topic: str, timer_id: str) -> Call[Timer]:
     return Call("GET", _timer_path(topic, timer_id), _read_timer)
 
 
-def _cancel_reader(topic: str, timer_id: str) -> Callable[[int, bytes], Cancelled]:
-    """204 is CANCELLED, the server's 409 TOO_LATE, and its 404 for this very timer
-    UNKNOWN; any other 404 (a wrong base URL, a proxy's page) raises: it says nothing
-    about the timer."""
-    unknown_timer = f"no timer {topic}/{timer_id}"  # the server's message for it
-
-    def read(status: int, body: bytes) -> Cancelled:
-        if status == 204:
-            return Cancelled(outcome=CancelOutcome.CANCELLED)
-        error = error_from(status, body)
-        if error.code == "not_found" and error.message == unknown_timer:
-            return Cancelled(outcome=CancelOutcome.UNKNOWN)
-        if error.code == "conflict":
-            return Cancelled(outcome=CancelOutcome.TOO_LATE, state=error.state)
-        raise error
-
-    return read
+def _read_cancel(status: int, body: bytes) -> Cancelled:
+    """204 is CANCELLED, the server's 409 TOO_LATE, and its 404 naming the field ``id``
+    (no such timer) UNKNOWN; any other 404 (a wrong base URL, a proxy's page) raises: it
+    says nothing about the timer."""
+    if status == 204:
+        return Cancelled(outcome=CancelOutcome.CANCELLED)
+    error = error_from(status, body)
+    if error.code == "not_found" and error.field == "id":
+        return Cancelled(outcome=CancelOutcome.UNKNOWN)
+    if error.code == "conflict":
+        return Cancelled(outcome=CancelOutcome.TOO_LATE, state=error.state)
+    raise error
 
 
 def cancel(topic: str, timer_id: str) -> Call[Cancelled]:
-    return Call("DELETE", _timer_path(topic, timer_id), _cancel_reader(topic, timer_id))
+    return Call("DELETE", _timer_path(topic, timer_id), _read_cancel)
 
 
 def list_pending(

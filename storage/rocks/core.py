@@ -29,8 +29,8 @@ import rocksdict as rd
 
 from storage.errors import StoreClosedError
 from storage.rocks import keys as layout
-from storage.rocks.counters import CounterDelta, Counters
-from storage.rocks.db import RocksHandles, RocksSettings, multi_get, open_db
+from storage.rocks.counters import DEAD_LETTERS_COUNTED_KEY, CounterDelta, Counters
+from storage.rocks.db import RocksHandles, RocksSettings, iter_keys, multi_get, open_db
 
 
 class RocksCore:
@@ -49,6 +49,27 @@ class RocksCore:
         # the last timer key of the highest range committed by one page (storage.rocks.keys):
         # a pending-looking ids entry above it cannot have been delivered that way
         self.indexed_until = _last_range_key(self._h.cfs["ranges"])
+        self._count_dead_letters_once()
+
+    def _count_dead_letters_once(self) -> None:
+        """Set ``dead_lettered`` to the dead-letter family's entries, once per directory.
+
+        Before 2026-11-24 an identity dead-lettered twice (scheduled again in between)
+        counted twice; the count now moves with the entries, and this repairs a directory
+        written before, at its first open (one key walk of a family that holds only what
+        nobody replayed or purged).
+        """
+        h = self.handles
+        if h.cfs["meta"].get(DEAD_LETTERS_COUNTED_KEY) is not None:
+            return
+        options = rd.ReadOptions()
+        options.fill_cache(False)  # type: ignore[call-arg]  # the stub lacks the bool
+        entries = sum(1 for _ in iter_keys(h.cfs["deadletter"], b"", options))
+        delta = self.delta()
+        delta.totals["dead_lettered"] = entries - self.counters.totals.get("dead_lettered", 0)
+        batch = rd.WriteBatch(raw_mode=True)
+        batch.put(DEAD_LETTERS_COUNTED_KEY, layout.u64(1), h.handles["meta"])
+        self.write(batch, delta)
 
     @property
     def handles(self) -> RocksHandles:

@@ -24,6 +24,8 @@ PENDING_KEY_PREFIX = b"pending:"
 OFFSET_KEY_PREFIX = b"next_offset:"
 LOG_START_KEY_PREFIX = b"log_start:"
 WATERMARK_KEY = b"watermark_ms"
+# set once dead_lettered was recounted from the entries (RocksCore._count_dead_letters_once)
+DEAD_LETTERS_COUNTED_KEY = b"dead_letters_counted"
 
 
 @dataclass

@@ -194,7 +194,12 @@ class WheelTimerStore:
             dead = c.dead.get(ident)
             if dead is None:
                 raise NotFoundError(f"no dead letter {topic}/{timer_id}")
-            if ident in c.index:
+            entry = c.index.get(ident)
+            if entry is not None and entry.seq in c.in_flight:  # the state cancel reports
+                raise ConflictError(
+                    f"{topic}/{timer_id} is being delivered again", state=TimerState.IN_FLIGHT
+                )
+            if entry is not None:
                 raise ConflictError(
                     f"{topic}/{timer_id} is pending again; cancel it first",
                     state=TimerState.PENDING,

@@ -4,8 +4,9 @@ Swagger UI's assets come from the swagger_ui_bundle package through our server. 
 browser runs with every host name but 127.0.0.1 unresolvable, so any request elsewhere
 fails; the test also checks that the page names only same-origin URLs and that every
 request the page made (read from Chromium's net log) went to the server itself.
-Chromium is Debian's package: installed here when missing; with CI set a missing browser
-fails the test instead of skipping it. The screenshot in docs/swagger.png comes from
+Chromium is Debian's package, installed by ``make test`` before pytest when missing
+(``tools/ensure-packages.sh``); with CI set a missing browser fails the test instead of
+skipping it. The screenshot in docs/swagger.png comes from
 this test (copy it from the path the test prints).
 """
 

@@ -3,6 +3,8 @@ msgspec request schemas of both timer endpoints."""
 
 from __future__ import annotations
 
+import base64
+
 from openapi_spec_validator import validate
 
 from tests.api.helpers import FakeApi
@@ -59,6 +61,8 @@ def test_openapi_states_the_limits_in_utf8_bytes_and_every_metrics_status(
     assert "at most 1048576 bytes" in payload["description"]
     assert "UTF-8 bytes" in payload["description"]
     assert "at most 1048576 bytes once decoded" in payload_b64["description"]
+    # the padded base64 of the largest payload the server takes (it does: 201), not less
+    assert payload_b64["maxLength"] == len(base64.b64encode(b"x" * (1 << 20))) == 1_398_104
     assert headers["maxProperties"] == 64
     assert "16384 bytes in all" in headers["description"]
     assert "UTF-8 bytes" in headers["description"]

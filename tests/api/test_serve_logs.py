@@ -62,3 +62,18 @@ def test_serve_writes_one_json_object_per_line(tmp_path: Path) -> None:
     second = _run_once(data_dir, schedule=False)[len(first) :]  # the log file is appended to
     opened = next(e for e in second if e["event"] == "store_opened")
     assert (opened["pending"], opened["topics"]) == (1, 1)
+
+
+def test_a_deprecated_setting_starts_the_service_with_a_warning(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", {**ENV, "TIMERSTORE_LIMITS__STORE_CHUNK_TIMERS": "7"})
+    try:
+        url = server.start()
+        timers = [{"topic": "t", "id": f"i{n}", "delay_ms": 60_000} for n in range(20)]
+        r = httpx.post(f"{url}/v1/timers/batch", json={"timers": timers}, timeout=10)
+        assert r.status_code == 200 and r.json()["scheduled"] == 20
+        server.signal(signal.SIGTERM)
+        server.wait(30)
+    finally:
+        server.kill()
+    [warning] = [e for e in _events(server) if e["event"] == "deprecated_setting"]
+    assert (warning["level"], warning["setting"]) == ("warning", "limits.store_chunk_timers")

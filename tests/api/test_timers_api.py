@@ -89,9 +89,12 @@ def test_cancel_removed_unknown_and_too_late(fake_api: FakeApi) -> None:
     for i in ("a", "b", "c"):
         _schedule(fake_api, topic="c", id=i, delay_ms=0)
     assert fake_api.client.delete("/v1/timers/c/a").status_code == 204
-    assert fake_api.client.get("/v1/timers/c/a").status_code == 404
+    r = fake_api.client.get("/v1/timers/c/a")
+    assert r.status_code == 404 and r.json()["error"]["field"] == "id"  # no such timer
     r = fake_api.client.delete("/v1/timers/c/a")
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    assert r.json()["error"]["field"] == "id"  # what tells it from a 404 for a wrong path
+    assert "field" not in fake_api.client.delete("/v1/timer/c/a").json()["error"]
     store = fake_api.service.store
     flying = store.due(fake_api.clock.now_ms(), 1)
     assert [t.id for t in flying] == ["b"]

@@ -58,3 +58,11 @@ def test_a_bad_setting_is_a_config_error_naming_it(environ: dict[str, str], fiel
         load_settings(environ=environ)
     assert caught.value.field is not None and field in caught.value.field
     assert not isinstance(caught.value, InvalidInputError)  # never a request's 422
+
+
+def test_the_deprecated_store_chunk_timers_is_still_accepted() -> None:
+    """Removed as a knob (a batch is one atomic write), kept so a configuration that set it
+    still starts: the service logs a deprecated_setting warning instead."""
+    settings = load_settings(environ={"TIMERSTORE_LIMITS__STORE_CHUNK_TIMERS": "1000"})
+    assert settings.limits.store_chunk_timers == 1000
+    assert load_settings(environ={}).limits.store_chunk_timers is None

@@ -8,7 +8,7 @@ import pytest
 
 from app.engine import Engine, EngineSettings
 from storage.errors import ConflictError, NotFoundError
-from storage.protocol import NewTimer, TimerState
+from storage.protocol import CancelOutcome, NewTimer, TimerState
 from tests.conformance.conftest import NOW, WHEEL_PRECISION_MS, ready_ms
 
 
@@ -149,3 +149,21 @@ def test_a_deferral_moves_timers_later_without_counting_an_attempt(store):
     again = {t.id: t for t in store.due(ready_ms(store, deferred_ms), 10)}
     assert {i: t.record.attempts for i, t in again.items()} == {due[0].id: 0, due[1].id: 1}
     assert all(t.key_ms >= deferred_ms for t in again.values())
+
+
+def test_replay_of_an_identity_scheduled_again_names_the_state_cancel_reports(store):
+    """Both stores: in flight is in_flight (not "pending again; cancel it first", which the
+    wheel said while cancel answered too_late/in_flight), pending is pending."""
+    store.schedule([NewTimer("orders", "f", NOW), NewTimer("orders", "p", NOW)], NOW)
+    store.dead_letter(store.due(ready_ms(store, NOW), 10), NOW, "the sink is down")
+    later = ready_ms(store, NOW) + 10_000
+    store.schedule([NewTimer("orders", "f", later), NewTimer("orders", "p", later + 60_000)], NOW)
+    flying = store.due(ready_ms(store, later), 10)
+    assert [t.id for t in flying] == ["f"]
+    for timer_id, state in (("f", TimerState.IN_FLIGHT), ("p", TimerState.PENDING)):
+        with pytest.raises(ConflictError) as caught:
+            store.replay_dead_letter("orders", timer_id, later)
+        assert caught.value.state == state, timer_id
+    f, p = store.cancel([("orders", "f"), ("orders", "p")])  # what cancel says of each
+    assert (f.outcome, f.state) == (CancelOutcome.TOO_LATE, TimerState.IN_FLIGHT)
+    assert p.outcome == CancelOutcome.REMOVED
