@@ -105,7 +105,10 @@ class Dispatcher(StageThread):
         for item in items:
             try:
                 self._settle_one(item, now_ms)
-            except Exception as exc:  # settle the rest first; the first is raised after
+            # broad: the sink boundary (recording what the sink answered) and rocksdict
+            # raises a bare Exception for every RocksDB error; the first is raised after
+            # the rest are settled, any later one is logged
+            except Exception as exc:
                 self.store.release(item.timers)  # a no-op for timers already settled
                 if failure is None:
                     failure = exc
