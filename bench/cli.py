@@ -6,9 +6,14 @@ import argparse
 import datetime as dt
 import json
 import os
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.systems import SystemSpec
 
 DEFAULT_OUT = os.path.join("bench", "results")
+INDICATIVE = "(indicative only: not the full sizes)"
 
 
 def _names(values: list[str] | None) -> list[str] | None:
@@ -56,17 +61,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", default=DEFAULT_OUT, help=f"results root (default {DEFAULT_OUT})")
     p.add_argument("--keep-data", action="store_true", help="keep the stores' data directories")
     p.add_argument("--quiet", action="store_true", help="no live progress display")
-    p.set_defaults(handler=handle, mode="quick")
+    p.set_defaults(handler=handle, mode="quick", parser=p)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from bench import charts, claims, report, scenarios, systems, targets
+    from bench import charts, claims, report, targets
     from bench.runner import run_bench
     from bench.sizes import FULL, PRESETS
 
     sizes = PRESETS[args.mode]
-    chosen = scenarios.select(_names(args.scenario))
-    specs = systems.select_specs(_names(args.stores))
+    chosen, specs = _selection(args)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = os.path.join(args.out, stamp)
     os.makedirs(out_dir, exist_ok=True)
@@ -86,10 +90,40 @@ def handle(args: argparse.Namespace) -> int:
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write(report.render(results, chosen, sizes, names))
     print(f"results: {out_dir}")
-    for t in results["targets"]:
-        met = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
-        print(f"  {met:13} {t['target']} (value {t['value']})")
+    for line in verdict_lines(results["targets"]):
+        print(line)
     return 0
+
+
+def _selection(args: argparse.Namespace) -> tuple[list[ModuleType], list[SystemSpec]]:
+    """The scenarios and systems named; a bad name or an empty choice is a usage error
+    (one line, exit 2), not a traceback nor a run that measures nothing."""
+    from bench import scenarios, systems
+
+    parser: argparse.ArgumentParser = args.parser
+    try:
+        chosen = scenarios.select(_names(args.scenario))
+        specs = systems.select_specs(_names(args.stores))
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not chosen:
+        parser.error(
+            "--scenario selects no scenario to run (disk, 8, is measured after every one; "
+            f"valid: {scenarios.valid_names()})"
+        )
+    return chosen, specs
+
+
+def verdict_lines(targets: list[dict[str, Any]]) -> list[str]:
+    """The console summary; a verdict on reduced sizes says it is only indicative."""
+    lines = []
+    for t in targets:
+        met = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
+        note = "" if t["met"] is None or t["at_full_size"] else f" {INDICATIVE}"
+        if t.get("note"):
+            note += f" ({t['note']})"
+        lines.append(f"  {met:13} {t['target']} (value {t['value']}){note}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

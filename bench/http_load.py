@@ -84,22 +84,33 @@ def start_server(data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
 def _drive(
     url: str, clients: int, requests: int, body_for: Callable[[int], tuple[bytes, str]]
 ) -> float:
-    """Send ``requests`` POSTs spread over ``clients`` threads; return the wall seconds."""
+    """Send ``requests`` POSTs spread over ``clients`` threads; return the wall seconds.
+
+    A rate is only worth printing when every request was answered 2xx: a client thread
+    that fails (refused, reset, timed out, a non-2xx status) stops, records why in
+    ``errors``, and the run ends with one line instead of a rate over requests never sent.
+    """
     parts = urlsplit(url)
     errors: list[str] = []
+    completed = [0] * clients  # 2xx responses per client thread
 
     def client(index: int, count: int, path: str) -> None:
         conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
         body, content_type = body_for(index)
         headers = {"Content-Type": content_type}
-        for _ in range(count):
-            conn.request("POST", path, body=body, headers=headers)
-            response = conn.getresponse()
-            response.read()
-            if response.status not in (200, 201):
-                errors.append(f"{response.status}")
-                return
-        conn.close()
+        try:
+            for _ in range(count):
+                conn.request("POST", path, body=body, headers=headers)
+                response = conn.getresponse()
+                response.read()
+                if not 200 <= response.status < 300:
+                    errors.append(f"HTTP status {response.status}")
+                    return
+                completed[index] += 1
+        except (OSError, http.client.HTTPException) as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            conn.close()
 
     path = parts.path.rstrip("/") + body_for(-1)[1]
     share = [requests // clients + (1 if i < requests % clients else 0) for i in range(clients)]
@@ -110,8 +121,13 @@ def _drive(
     for t in threads:
         t.join()
     seconds = time.perf_counter() - started
-    if errors:
-        raise SystemExit(f"requests failed with status {errors[0]}")
+    done = sum(completed)
+    if errors or done != requests:
+        why = errors[0] if errors else "a client thread stopped"
+        raise SystemExit(
+            f"http_load: {done:,} of {requests:,} requests to {url} completed ({why}); "
+            "no rate computed"
+        )
     return seconds
 
 

@@ -109,6 +109,8 @@ def targets_table(targets: list[dict[str, Any]]) -> list[str]:
     lines = ["| target | value | met | size |", "|---|---|---|---|"]
     for t in targets:
         met = {True: "**met**", False: "**not met**", None: "not measured"}[t["met"]]
+        if t.get("note"):
+            met += f" ({t['note']})"
         size = fmt(t["size"])
         if not t["at_full_size"]:
             size += " (not the issue's size: indicative only)"

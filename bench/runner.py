@@ -62,7 +62,8 @@ def run_one(module: ModuleType, spec: SystemSpec, ctx: Context) -> dict[str, Any
             "traceback": traceback.format_exc(),
         }
     elapsed = time.perf_counter() - started
-    written = io_write_bytes() - io0
+    # throwaway work inside the scenario (the burst's calibration) is not its disk writes
+    written = io_write_bytes() - io0 - int(figures.get("io_write_bytes_excluded") or 0)
     on_disk = dir_bytes(ctx.workdir)
     payload = sum(s.payload_bytes for s in ctx.opened)
     pending = figures.get("pending_end")

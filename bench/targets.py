@@ -35,7 +35,10 @@ class _Scope:
     size: Any
 
 
-def _target(name: str, text: str, value: Any, met: bool | None, scope: _Scope) -> dict[str, Any]:
+def _target(
+    name: str, text: str, value: Any, met: bool | None, scope: _Scope, note: str | None = None
+) -> dict[str, Any]:
+    """One judged target; ``note`` says why a measured figure was not judged."""
     return {
         "name": name,
         "scenario": scope.scenario,
@@ -44,6 +47,7 @@ def _target(name: str, text: str, value: Any, met: bool | None, scope: _Scope) -
         "met": met,
         "at_full_size": scope.full_size is None or scope.size == scope.full_size,
         "size": scope.size,
+        "note": note,
     }
 
 
@@ -58,34 +62,30 @@ def judge(results: dict[str, Any], full: dict[str, Any]) -> list[dict[str, Any]]
 
 
 def _burst_targets(results: dict[str, Any], full_timers: int) -> list[dict[str, Any]]:
+    """The burst's targets. When scheduling ran past the due instant, the verdicts carry a
+    note: lateness is still counted from the due instant, so the overrun only makes the
+    figures worse (a met target stands; a missed one may owe its miss to the overrun)."""
     burst = _figures(results, "burst")
     scope = _Scope("burst", full_timers, None if burst is None else burst.get("timers"))
     all_s = dig(burst, "deliver_all_s")
     missing = dig(burst, "never_delivered")
     p99 = dig(burst, "lateness.p99_ms")
     rss = dig(burst, "rss_growth_mb")
+    overran = dig(burst, "schedule_overran_ms") or 0
+    note = f"the schedule overran the due instant by {overran} ms" if overran else None
+    verdicts = [
+        None if burst is None else all_s is not None and all_s <= 4 and missing == 0,
+        None if p99 is None else p99 < 4000,
+        None if rss is None else rss < 500,
+    ]
+    texts = [
+        ("burst_all_delivered_4s", "burst: every timer delivered within 4 s of the due instant"),
+        ("burst_p99_4s", "burst: p99 lateness under 4 s"),
+        ("burst_rss_500mb", "burst: RSS growth under 500 MB"),
+    ]
     return [
-        _target(
-            "burst_all_delivered_4s",
-            "burst: every timer delivered within 4 s of the due instant",
-            all_s,
-            None if burst is None else all_s is not None and all_s <= 4 and missing == 0,
-            scope,
-        ),
-        _target(
-            "burst_p99_4s",
-            "burst: p99 lateness under 4 s",
-            p99,
-            None if p99 is None else p99 < 4000,
-            scope,
-        ),
-        _target(
-            "burst_rss_500mb",
-            "burst: RSS growth under 500 MB",
-            rss,
-            None if rss is None else rss < 500,
-            scope,
-        ),
+        _target(name, text, value, met, scope, note)
+        for (name, text), value, met in zip(texts, (all_s, p99, rss), verdicts, strict=True)
     ]
 
 

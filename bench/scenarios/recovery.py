@@ -1,7 +1,8 @@
 """Scenario 7, recovery: SIGKILL a process holding N pending timers while it delivers.
 
-A child process schedules N timers (the last tenth due within a second, so delivery is
-under way) and is killed with SIGKILL shortly after its last acknowledged schedule.
+A child process schedules N timers (the last tenth, at most 50,000, due within a second
+so delivery is under way: 1% of the full 5,000,000; the rest due in an hour) and is
+killed with SIGKILL shortly after its last acknowledged schedule.
 The parent then reopens the store and measures the time until it is ready (open plus a
 stats read), delivers everything on a simulated clock, and reads the whole topic log:
 an acknowledged timer missing from the log is lost (must be 0), one that appears twice

@@ -207,5 +207,6 @@ def select_specs(wanted: list[str] | None) -> list[SystemSpec]:
     chosen = [s for s in specs if s.name in wanted or s.family in wanted]
     unknown = set(wanted) - {s.name for s in specs} - {s.family for s in specs}
     if unknown:
-        raise ValueError(f"unknown systems: {', '.join(sorted(unknown))}")
+        valid = ", ".join(dict.fromkeys([*(s.family for s in specs), *(s.name for s in specs)]))
+        raise ValueError(f"unknown systems: {', '.join(sorted(unknown))} (valid: {valid})")
     return chosen

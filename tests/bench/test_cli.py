@@ -1,0 +1,62 @@
+"""``timerstore bench`` as a user runs it: bad selections and the console summary."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.cli import INDICATIVE, verdict_lines
+
+ROOT = Path(__file__).resolve().parents[2]
+CONSOLE_SCRIPT = Path(sys.executable).with_name("timerstore")
+
+
+def bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CONSOLE_SCRIPT), "bench", "--tiny", "--quiet", "--out", str(tmp_path), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--scenario", "nope"], "unknown scenarios: nope (valid: enqueue (1), burst (2)"),
+        (["--scenario", "burst,9,nope"], "unknown scenarios: nope (valid:"),
+        (["--stores", "rocks,nope"], "unknown systems: nope (valid: rocks, wheel"),
+        (["--scenario", "disk"], "selects no scenario to run"),
+        (["--scenario", "8"], "selects no scenario to run"),
+    ],
+)
+def test_a_bad_selection_is_a_usage_error(tmp_path: Path, args: list[str], says: str) -> None:
+    done = bench(tmp_path, *args)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith("timerstore bench: error: ") and says in error
+    assert not list(tmp_path.iterdir())  # nothing was run
+
+
+def test_reduced_sizes_say_their_verdicts_are_indicative(tmp_path: Path) -> None:
+    done = bench(tmp_path, "--scenario", "steady", "--stores", "rocks")
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("  ")]
+    measured = [line for line in lines if "not measured" not in line]
+    assert len(measured) == 1 and "steady: p99" in measured[0]
+    assert measured[0].endswith(INDICATIVE)
+    assert all(INDICATIVE not in line for line in lines if "not measured" in line)
+
+
+def test_full_size_verdicts_carry_no_note() -> None:
+    target = {"target": "t", "value": 1, "at_full_size": True}
+    for met, word in ((True, "met"), (False, "NOT met")):
+        (line,) = verdict_lines([{**target, "met": met}])
+        assert line.split()[: len(word.split())] == word.split() and INDICATIVE not in line
+        (line,) = verdict_lines([{**target, "met": met, "at_full_size": False}])
+        assert line.endswith(INDICATIVE)

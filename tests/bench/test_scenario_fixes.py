@@ -1,0 +1,67 @@
+"""Defects of single scenarios and of the judging, on tiny sizes with the real RocksDB store."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.cli import verdict_lines
+from bench.measure import io_write_bytes
+from bench.runner import run_one
+from bench.scenarios import burst, steady
+from bench.scenarios.common import Context
+from bench.sizes import FULL, TINY
+from bench.systems import select_specs
+from bench.targets import judge
+
+
+def test_steady_offers_the_rate_it_reports(tmp_path: Path) -> None:
+    """150/s is 1.5 timers per 10 ms tick: the half must not be dropped nor rounded up."""
+    (rocks,) = select_specs(["rocks"])
+    sizes = dataclasses.replace(TINY, steady_rate=150, steady_seconds=1.0)
+    figures = steady.run(rocks, Context(sizes, str(tmp_path)))
+    assert figures["rate_offered"] == 150
+    assert figures["scheduled"] == pytest.approx(150, rel=0.2)  # sent over the one second
+    assert figures["rate_achieved"] == pytest.approx(150, rel=0.2)
+
+
+def test_burst_calibration_is_not_counted_in_its_disk_writes(tmp_path: Path) -> None:
+    """The throwaway calibration store writes too; the burst's disk figures leave it out."""
+    (rocks,) = select_specs(["rocks"])
+    before = io_write_bytes()
+    result = run_one(burst, rocks, Context(TINY, str(tmp_path)))
+    around = io_write_bytes() - before  # everything the process wrote during run_one
+    assert result["status"] == "ok", result.get("traceback")
+    calibration = result["figures"]["io_write_bytes_excluded"]
+    assert calibration > 0
+    assert 0 <= result["disk"]["io_write_bytes"] <= around - calibration
+
+
+def _burst_results(overran_ms: int) -> dict[str, Any]:
+    figures = {
+        "timers": 1_000_000,
+        "deliver_all_s": 2.5,
+        "never_delivered": 0,
+        "lateness": {"p99_ms": 1500.0},
+        "rss_growth_mb": 120.0,
+        "schedule_overran_ms": overran_ms,
+    }
+    return {"scenarios": {"burst": {"systems": {"rocks": {"status": "ok", "figures": figures}}}}}
+
+
+def test_a_burst_whose_schedule_overran_says_so_beside_its_verdicts() -> None:
+    """Lateness counts from the due instant, so an overrun only makes the figures worse:
+    the verdicts stand, and each says by how much the schedule overran."""
+    on_time = [t for t in judge(_burst_results(0), FULL.to_json()) if t["scenario"] == "burst"]
+    assert [t["met"] for t in on_time] == [True, True, True]
+    late = [t for t in judge(_burst_results(750), FULL.to_json()) if t["scenario"] == "burst"]
+    assert [t["met"] for t in late] == [True, True, True]
+    assert {t["note"] for t in on_time} == {None}
+    assert [t["value"] for t in late] == [2.5, 1500.0, 120.0]
+    for t in late:
+        assert "overran the due instant by 750 ms" in t["note"]
+    (line, *_) = verdict_lines(late)
+    assert line.lstrip().startswith("met") and "by 750 ms" in line
