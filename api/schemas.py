@@ -15,7 +15,7 @@ from msgspec import UNSET, UnsetType
 from app.groups import GroupOffset
 from app.routing import Route, SinkKind
 from app.stats import ServiceStats
-from app.timer_requests import MAX_TIME_MS
+from app.timer_requests import MAX_DELAY_MS, MAX_TIME_MS
 from storage.names import NAME_MAX_BYTES, NAME_PATTERN
 from storage.protocol import IngestReport, LoggedMessage, NewTimer, ScheduleResult, TimerView
 
@@ -30,9 +30,6 @@ _NAME_RULE = {
     "description": NAME_DESCRIPTION,
     "extra_json_schema": {"pattern": NAME_PATTERN},
 }
-# A delay this long from any time before year 8999 stays below MAX_TIME_MS, so every
-# delay the document allows is accepted (1000 years of 365.25 days).
-MAX_DELAY_MS = 1000 * 31_557_600_000
 # Offsets of a topic log are signed 64-bit integers in every client language.
 MAX_OFFSET = 2**63 - 1
 BASE64_PATTERN = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"

@@ -22,6 +22,9 @@ from storage.names import all_valid, validate_name
 from storage.protocol import NewTimer
 
 MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: far beyond any real delay
+# A delay this long from any time before year 8999 stays below MAX_TIME_MS, so every
+# delay the document allows is accepted (1000 years of 365.25 days).
+MAX_DELAY_MS = 1000 * 31_557_600_000
 
 
 class TimerRequest(Protocol):

@@ -20,6 +20,7 @@ import msgspec
 
 from pipeline import charts
 from pipeline.analysis import Analysis, LatenessRow
+from storage.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -105,7 +106,9 @@ def _summarise(
     overall_df = _overall(df)
     first = overall_df.collect()[0]
     if not first["deliveries"]:
-        raise ValueError(f"no deliveries in {deliveries}")
+        raise InvalidInputError(  # not exit 1, which means early deliveries
+            f"no deliveries in {deliveries}: nothing to analyze", field="deliveries"
+        )
     outputs = {"summary": overall_df, **_breakdowns(df)}
     _write_parquet(outputs, report_dir)
     per_second = [

@@ -8,6 +8,7 @@ under ``spark-submit``.
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import sys
 import time
@@ -98,6 +99,7 @@ def run_import_command(args: argparse.Namespace) -> int:
     from pipeline.spark import spark_session
     from storage.rocks import RocksTimerStore
 
+    check_input_exists(args.input, "input")  # before the store, the stage dir and Spark
     now_ms = args.now_ms if args.now_ms is not None else _now_ms()
     base_ms = args.base_ms if args.base_ms is not None else now_ms
     store = None
@@ -143,6 +145,17 @@ def run_import_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_input_exists(path: str, field: str) -> None:
+    """InvalidInputError naming ``field`` when a local input path (a file, a directory or a
+    glob, as Spark reads them) matches nothing. A URL (``hdfs://``, ``s3a://``) is left to
+    Spark: only the cluster can see it."""
+    if "://" in path and not path.startswith("file://"):
+        return
+    local = path.removeprefix("file://")
+    if not glob.glob(local):
+        raise InvalidInputError(f"{field} {path} does not exist", field=field)
+
+
 def make_stage_dir(path: str) -> None:
     """Create the stage directory, or InvalidInputError naming ``stage_dir`` and the cause."""
     try:
@@ -167,6 +180,7 @@ def run_analyze_command(args: argparse.Namespace) -> int:
     from pipeline.analyze import analyze, to_dict
     from pipeline.spark import spark_session
 
+    check_input_exists(args.deliveries, "deliveries")
     with spark_session(args.master, "timerstore-analyze", _conf(args)) as spark:
         analysis = analyze(spark, args.deliveries, args.out)
     _print(to_dict(analysis))

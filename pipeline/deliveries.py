@@ -8,6 +8,7 @@ benchmark writes the same format with ``write_deliveries``.
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -46,11 +47,16 @@ def arrow_schema() -> Any:
 
 
 def write_deliveries(out_dir: str, rows: Iterable[DeliveryRow]) -> int:
-    """Write rows as ``part-NNNNN.parquet`` files in ``out_dir``; return the row count."""
+    """Write rows as ``part-NNNNN.parquet`` files in ``out_dir``; return the row count.
+
+    The ``part-*.parquet`` files of an earlier export there are removed first (only those):
+    a reader of the directory would count their rows too."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     os.makedirs(out_dir, exist_ok=True)
+    for stale in glob.glob(os.path.join(glob.escape(out_dir), "part-*.parquet")):
+        os.remove(stale)
     schema = arrow_schema()
     total, part = 0, 0
     chunk: list[DeliveryRow] = []

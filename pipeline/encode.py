@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from pipeline.rows import (
+    MAX_DELAY_MS,
     MAX_MS,
     JobTimes,
     Limits,
     Rejected,
+    check_columns,
     encode_row,
     headers_of,
     payload_of,
@@ -56,15 +58,23 @@ NAMES = [f.split()[0] for f in ENCODED_SCHEMA.split(", ")]
 # Java's `$` also matches before a final line break; `\z` is the very end.
 NAME_PATTERN = f"^[{NAME_CHARS}]{{1,{NAME_MAX_BYTES}}}\\z"  # storage.names' rule, in Java
 DIGITS_PATTERN = r"^[0-9]{1,15}\z"  # what int() surely reads the same as a SQL cast
+# Added by the importer's reader, not the input's: each row's file and block, and the CSV
+# reader's text of a record that does not fit the header (``csv_input.CORRUPT``).
+INTERNAL_COLUMNS = ("_file", "_block", "_corrupt_record")
 
 _json = msgspec.json.Encoder()
 
 
 def prevalidate(df: DataFrame, times: JobTimes) -> DataFrame:
-    """``df`` plus ``_ok`` and ``_deliver_ms`` (see the module docstring)."""
+    """``df`` plus ``_ok`` and ``_deliver_ms`` (see the module docstring).
+
+    An input column that is no timer field fails the import here, before any row is
+    encoded (``rows.check_columns``: InvalidInputError naming the column).
+    """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
+    check_columns([f.name for f in df.schema.fields if f.name not in INTERNAL_COLUMNS])
     cols = _InputColumns({f.name: f.dataType for f in df.schema.fields})
     at, at_sure = cols.integer("deliver_at_ms")
     delay, delay_sure = cols.integer("delay_ms")
@@ -75,8 +85,8 @@ def prevalidate(df: DataFrame, times: JobTimes) -> DataFrame:
         & (cols.present("deliver_at_ms") != cols.present("delay_ms"))
         & at_sure
         & delay_sure
-        & _in_range(at)
-        & _in_range(delay)
+        & _in_range(at, MAX_MS)
+        & _in_range(delay, MAX_DELAY_MS)
         & deliver.between(0, MAX_MS)
         & ~(cols.present("payload") & cols.present("payload_b64"))
         & cols.of_type("payload", T.StringType, T.BinaryType)
@@ -128,8 +138,8 @@ class _InputColumns:
         return ~self.present(name)
 
 
-def _in_range(value: Column) -> Column:
-    return value.isNull() | value.between(0, MAX_MS)
+def _in_range(value: Column, most: int) -> Column:
+    return value.isNull() | value.between(0, most)
 
 
 def _positions(batch: pa.RecordBatch, counters: Counter[tuple[str, int]]) -> list[int]:
@@ -197,13 +207,15 @@ class _Out:
         for col in (self.ikey, self.ival, self.tkey, self.tval):
             col.append(None)
 
-    def full(self, row: dict[str, Any] | None, raw: str, times: JobTimes, limits: Limits) -> None:
+    def full(
+        self, row: dict[str, Any] | None, raw: str, times: JobTimes, limits: Limits, fmt: str
+    ) -> None:
         """A row through ``encode_row``: valid, or rejected with the reason."""
         if row is None:
             self.other(STATUS_REJECTED, "not a JSON object", raw)
             return
         try:
-            e = encode_row(row, times, limits)
+            e = encode_row(row, times, limits, fmt)
         except Rejected as exc:
             self.other(STATUS_REJECTED, str(exc), raw or _json.encode(row).decode())
             return
@@ -236,11 +248,16 @@ def _encode_jsonl(batch: pa.RecordBatch, out: _Out, times: JobTimes, limits: Lim
             row = msgspec.json.decode(line)
         except msgspec.DecodeError:
             row = None
-        out.full(row if isinstance(row, dict) else None, line, times, limits)
+        out.full(row if isinstance(row, dict) else None, line, times, limits, "jsonl")
 
 
 def _encode_table(
-    batch: pa.RecordBatch, out: _Out, columns: list[str], times: JobTimes, limits: Limits
+    batch: pa.RecordBatch,
+    out: _Out,
+    columns: list[str],
+    times: JobTimes,
+    limits: Limits,
+    fmt: str,
 ) -> None:
     ok = batch.column("_ok").to_pylist()
     slow = None if all(ok) else _plain_rows(batch, columns)
@@ -254,7 +271,7 @@ def _encode_table(
         if ok[i]:
             try:
                 payload, binary = payload_of(texts[i], b64s[i], limits)
-                h = headers_of(headers[i], limits) if headers[i] is not None else {}
+                h = headers_of(headers[i], limits, fmt) if headers[i] is not None else {}
             except Rejected:
                 pass  # encode_row below gives the reason
             else:
@@ -267,7 +284,7 @@ def _encode_table(
                 continue
         if slow is None:
             slow = _plain_rows(batch, columns)
-        out.full(slow[i], "", times, limits)
+        out.full(slow[i], "", times, limits, fmt)
 
 
 def encode_batches(
@@ -296,7 +313,7 @@ def encode_batches(
         if fmt == "jsonl":
             _encode_jsonl(batch, out, times, limits)
         else:
-            _encode_table(batch, out, columns, times, limits)
+            _encode_table(batch, out, columns, times, limits, fmt)
         ikeys.extend(k for k in out.ikey[::SAMPLE_EVERY] if k is not None)
         tkeys.extend(k for k in out.tkey[::SAMPLE_EVERY] if k is not None)
         yield out.batch(batch, idx)

@@ -37,6 +37,7 @@ import msgspec
 
 from app.timer_requests import RequestLimits
 from pipeline import rejects
+from pipeline.csv_input import CORRUPT, encode_csv_batches, read_csv
 from pipeline.encode import (
     ENCODED_SCHEMA,
     STATUS_REJECTED,
@@ -97,12 +98,7 @@ def read_input(spark: SparkSession, path: str, fmt: str) -> DataFrame:
     if fmt == "parquet":
         df = spark.read.parquet(path)
     elif fmt == "csv":
-        df = (  # RFC 4180: a quote inside a quoted field is doubled
-            spark.read.option("header", True)
-            .option("inferSchema", False)
-            .option("escape", '"')
-            .csv(path)
-        )
+        df = read_csv(spark, path)
     elif fmt == "jsonl":
         df = spark.read.text(path)
     else:
@@ -254,14 +250,13 @@ def _encode(
     from pyspark.sql import functions as F
 
     source = read_input(spark, input_path, fmt)
-    columns = [c for c in source.columns if c not in ("_file", "_block")]
+    columns = [c for c in source.columns if c not in ("_file", "_block", CORRUPT)]
     if fmt != "jsonl":
-        source = prevalidate(source, times)
+        source = prevalidate(source, times)  # CORRUPT is one of encode.INTERNAL_COLUMNS
     sc = spark.sparkContext
     samples, ids_stats = merge_accumulator(sc), merge_accumulator(sc)
-    encode = partial(
-        encode_batches, fmt=fmt, columns=columns, times=times, limits=limits, samples=samples
-    )
+    encoder = encode_csv_batches if fmt == "csv" else partial(encode_batches, fmt=fmt)
+    encode = partial(encoder, columns=columns, times=times, limits=limits, samples=samples)
     encoded = source.mapInArrow(encode, ENCODED_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
     blocks = (
         encoded.groupBy("file", "block")

@@ -17,7 +17,9 @@ from typing import Any
 
 import msgspec
 
-EXTRA = ("reject_reason", "reject_row", "reject_file")
+from pipeline.rows import REJECT_COLUMNS
+
+EXTRA = REJECT_COLUMNS
 CHUNK = 10_000
 
 RejectRow = tuple[str, str, str, int]  # raw, reason, file, row number

@@ -3,26 +3,45 @@
 The rules mirror the API's: topic and id through ``validate_name``; exactly one of
 ``deliver_at_ms`` (epoch ms) and ``delay_ms`` (relative to the job's base time); at most
 one of ``payload`` (text, stored as UTF-8) and ``payload_b64`` (binary); ``headers`` a
-string-to-string object (or its JSON text, as CSV carries it). The value is the same
-``TimerRecord`` that ``RocksTimerStore.schedule`` writes, created at the job's ``now_ms``,
-and a past-due time is clamped to ``floor_ms`` as ``schedule`` clamps to the scan floor.
+string-to-string object; no other field. The value is the same ``TimerRecord`` that
+``RocksTimerStore.schedule`` writes, created at the job's ``now_ms``, and a past-due time
+is clamped to ``floor_ms`` as ``schedule`` clamps to the scan floor.
+
+Types follow the input's format (``fmt``), as the API's JSON decoder takes them:
+
+* ``jsonl``: JSON values. An integer is a JSON integer or a whole number (``2.0``), never
+  a string; ``headers`` an object of strings.
+* ``csv``, and a Parquet string column: text. An integer is plain ASCII digits (no sign,
+  space or ``_``: the API's times and delays are never negative); ``headers`` the JSON
+  text of an object of strings (an empty cell: none).
+* ``parquet``: typed columns. Integers of any width, an integral decimal (Spark reads
+  ``uint64`` as ``decimal(20,0)``) or a whole float; ``headers`` a map or struct.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import re
+from decimal import Decimal
 from typing import Any
 
 import msgspec
 
+from app.timer_requests import MAX_DELAY_MS, MAX_TIME_MS
 from storage import records
 from storage.errors import InvalidInputError
 from storage.names import validate_name
 from storage.rocks import keys as layout
 
-MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the API's limit
+MAX_MS = MAX_TIME_MS  # 9999-12-31T23:59:59.999Z: the API's limit (and MAX_DELAY_MS its delay's)
 COLUMNS = ("topic", "id", "deliver_at_ms", "delay_ms", "payload", "payload_b64", "headers")
+# what a rejects file adds to each row (pipeline.rejects): ignored, so a rejects file whose
+# rows were corrected imports as it is
+REJECT_COLUMNS = ("reject_reason", "reject_row", "reject_file")
+FORMATS = ("jsonl", "csv", "parquet")
+_DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() and int() also take "١٢"
+_EXACT = 2**53  # beyond this a float does not spell one integer (as the API's decoder)
 
 
 class Limits(msgspec.Struct, frozen=True):
@@ -60,35 +79,64 @@ def _present(row: dict[str, Any], name: str) -> bool:
     return row.get(name) is not None
 
 
-def _int(row: dict[str, Any], name: str) -> int:
+def check_columns(columns: list[str]) -> None:
+    """Refuse an input whose columns (CSV header, Parquet schema) include one that is no
+    timer field, as the API refuses an unknown field: a misspelt ``payload_base64`` would
+    otherwise import every timer without its payload."""
+    for name in columns:
+        if name not in COLUMNS and name not in REJECT_COLUMNS:
+            raise InvalidInputError(
+                f"unknown column {name!r}: the columns are {', '.join(COLUMNS)}", field=name
+            )
+
+
+def _check_fields(row: dict[str, Any]) -> None:
+    for name in row:
+        if name not in COLUMNS and name not in REJECT_COLUMNS:
+            raise Rejected(f"unknown field {name!r}: the fields are {', '.join(COLUMNS)}")
+
+
+def _int(row: dict[str, Any], name: str, fmt: str) -> int:
+    """The integer value of ``row[name]`` by the rules of ``fmt`` (see the module docstring)."""
     value = row[name]
-    if isinstance(value, bool):
-        raise Rejected(f"{name} must be an integer")
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise Rejected(f"{name} must be an integer, got {value!r}")
-        value = int(value)
     if isinstance(value, str):
+        if fmt == "jsonl":
+            raise Rejected(f"{name} must be an integer, not a string (got {value!r})")
+        if not _DIGITS.fullmatch(value):
+            raise Rejected(f"{name} must be an integer of digits 0-9, got {value!r}")
         try:
-            value = int(value.strip())
-        except ValueError:
-            raise Rejected(f"{name} must be an integer, got {value!r}") from None
-    if not isinstance(value, int):
+            return int(value)
+        except ValueError:  # more digits than int() reads: far out of range anyway
+            raise Rejected(f"{name} is out of range ({len(value)} digits)") from None
+    if isinstance(value, float):
+        if not (value.is_integer() and -_EXACT <= value <= _EXACT):
+            raise Rejected(f"{name} must be an integer, got {value!r}")
+        return int(value)
+    if isinstance(value, Decimal):
+        if not (value.is_finite() and value == value.to_integral_value()):
+            raise Rejected(f"{name} must be an integer, got {value}")
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
         raise Rejected(f"{name} must be an integer")
-    if not 0 <= value <= MAX_MS:
-        raise Rejected(f"{name} must be between 0 and {MAX_MS}, got {value}")
     return value
 
 
-def _deliver_ms(row: dict[str, Any], times: JobTimes) -> int:
+def _in_range(row: dict[str, Any], name: str, fmt: str, most: int) -> int:
+    value = _int(row, name, fmt)
+    if not 0 <= value <= most:
+        raise Rejected(f"{name} must be between 0 and {most}, got {value}")
+    return value
+
+
+def _deliver_ms(row: dict[str, Any], times: JobTimes, fmt: str) -> int:
     at, delay = _present(row, "deliver_at_ms"), _present(row, "delay_ms")
     if at == delay:
         raise Rejected("exactly one of deliver_at_ms and delay_ms is required")
     if at:
-        return _int(row, "deliver_at_ms")
-    deliver_ms = times.base_ms + _int(row, "delay_ms")
+        return _in_range(row, "deliver_at_ms", fmt, MAX_MS)
+    deliver_ms = times.base_ms + _in_range(row, "delay_ms", fmt, MAX_DELAY_MS)
     if deliver_ms > MAX_MS:
-        raise Rejected("delay_ms is too large")
+        raise Rejected(f"delay_ms reaches past {MAX_MS}")
     return deliver_ms
 
 
@@ -124,20 +172,24 @@ def payload_of(text: Any, b64: Any, limits: Limits) -> tuple[bytes, bool]:
     return payload, binary
 
 
-def _headers(row: dict[str, Any], limits: Limits) -> dict[str, str]:
-    return headers_of(row.get("headers"), limits)
+def _headers(row: dict[str, Any], limits: Limits, fmt: str) -> dict[str, str]:
+    return headers_of(row.get("headers"), limits, fmt)
 
 
-def headers_of(value: Any, limits: Limits) -> dict[str, str]:
-    """The headers object from a ``headers`` value: a dict, key/value pairs or JSON text."""
-    if value is None or value == "":
+def headers_of(value: Any, limits: Limits, fmt: str = "jsonl") -> dict[str, str]:
+    """The headers object from a ``headers`` value of the format ``fmt``: an object; in a
+    text column (CSV, a Parquet string) its JSON text; in Parquet also a map (key/value
+    pairs, as Arrow gives it)."""
+    if value is None:
         return {}
-    if isinstance(value, str):
+    if isinstance(value, str) and fmt != "jsonl":
+        if value == "":
+            return {}  # an empty cell: no headers
         try:
             value = msgspec.json.decode(value)
         except msgspec.DecodeError:
-            raise Rejected("headers is not a JSON object") from None
-    if isinstance(value, list):  # an Arrow map arrives as key/value pairs
+            raise Rejected("headers is not the JSON text of an object") from None
+    elif isinstance(value, list) and fmt == "parquet":  # an Arrow map: key/value pairs
         try:
             value = dict(value)
         except (TypeError, ValueError):
@@ -154,16 +206,17 @@ def headers_of(value: Any, limits: Limits) -> dict[str, str]:
     return value
 
 
-def encode_row(row: dict[str, Any], times: JobTimes, limits: Limits) -> Encoded:
-    """The store's bytes for one row, or raise Rejected with the reason."""
+def encode_row(row: dict[str, Any], times: JobTimes, limits: Limits, fmt: str = "jsonl") -> Encoded:
+    """The store's bytes for one row of the format ``fmt``, or raise Rejected with the reason."""
+    _check_fields(row)
     try:
         topic_b = validate_name("topic", row.get("topic", ""))
         id_b = validate_name("id", row.get("id", ""))
     except InvalidInputError as exc:
         raise Rejected(exc.message) from None
-    requested_ms = _deliver_ms(row, times)
+    requested_ms = _deliver_ms(row, times, fmt)
     payload, binary = _payload(row, limits)
-    headers = _headers(row, limits)
+    headers = _headers(row, limits, fmt)
     key_ms = max(requested_ms, times.floor_ms)
     record = records.TimerRecord(payload, headers, times.now_ms, requested_ms, 0, binary)
     return Encoded(

@@ -192,6 +192,10 @@ TRICKY = [  # CSV-like text rows: SQL's fast path must never pass what encode_ro
     {"topic": "x" * 128, "id": "m", "deliver_at_ms": "1", "delay_ms": None},
     {"topic": "x" * 129, "id": "n", "deliver_at_ms": "1", "delay_ms": None},
     {"topic": "é", "id": "o", "deliver_at_ms": "1", "delay_ms": None},
+    {"topic": "orders", "id": "p", "deliver_at_ms": None, "delay_ms": "50000000000000"},
+    {"topic": "orders", "id": "q", "deliver_at_ms": None, "delay_ms": "31557600000000"},
+    {"topic": "orders", "id": "r", "deliver_at_ms": "١٢", "delay_ms": None},
+    {"topic": "orders", "id": "s", "deliver_at_ms": None, "delay_ms": "+5"},
 ]
 
 
@@ -210,8 +214,8 @@ def test_sql_prevalidation_passes_only_rows_encode_row_accepts(spark):
             continue
         fast.add(r["id"])
         try:
-            e = encode_row(r, times, LIMITS)
+            e = encode_row(r, times, LIMITS, "csv")
         except Rejected as exc:
             raise AssertionError(f"SQL passed {r!r}, encode_row: {exc}") from None
         assert deliver_ms == int.from_bytes(e.ids_value, "big"), r
-    assert fast == {"a", "h", "j", "m"}  # the rest take encode_row, which decides
+    assert fast == {"a", "h", "j", "m", "q"}  # the rest take encode_row, which decides
