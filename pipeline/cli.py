@@ -138,11 +138,16 @@ def run_import_command(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
+    _report_import(summary, report)
+    return 0
+
+
+def _report_import(summary: Any, report: Any) -> None:
+    """Print the import's summary and ingest report, and keep them as summary.json."""
     result = {"import": msgspec.to_builtins(summary), "ingest": msgspec.to_builtins(report)}
     with open(os.path.join(summary.stage_dir, "summary.json"), "wb") as f:
         f.write(msgspec.json.format(msgspec.json.encode(result)))
     _print(result)
-    return 0
 
 
 def check_input_exists(path: str, field: str) -> None:
