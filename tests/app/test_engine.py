@@ -12,10 +12,9 @@ from app.engine import Engine, EngineSettings
 from app.engine.dispatcher import backoff_ms
 from app.engine.routing_sink import RoutingSink
 from app.engine.sinks import CallbackSink, Outcome, Settled
-from app.engine.webhook_sink import WEBHOOK_SINK, WebhookSender
-from app.routing import Route, RouteTable, SinkSettings, check_route
 from storage.protocol import LOG_SINK, NewTimer, TimerState
 from storage.rocks import RocksSettings, RocksTimerStore
+from tests.app.webhook_engine import webhook_engine
 from tests.sinks.receiver import Receiver, wait_for
 
 NOW = 1_700_000_000_000
@@ -170,14 +169,10 @@ def test_a_store_error_settling_route_answers_strands_no_timer_in_flight(tmp_pat
     store = _WriteFailsOnce(
         RocksSettings(str(tmp_path / "rocks")), {"commit_delivered", "retry_later"}
     )
-    settings = SinkSettings(stop_wait_ms=500)
-    routes = RouteTable(store.control)
-    sink = RoutingSink(routes, settings, clock, {WEBHOOK_SINK: WebhookSender})
-    engine = Engine(store, clock, EngineSettings(backoff_base_ms=50), sink=sink)
+    engine, sink = webhook_engine(store, clock, "hook", url, EngineSettings(backoff_base_ms=50))
     ids = ["ok1", "ok2", "f1", "f2"]
     try:
         now = clock.now_ms()
-        routes.put("hook", check_route(Route("webhook", url, "k"), settings), now)
         store.schedule([NewTimer("hook", i, now) for i in ids], now)
         assert engine.scanner.run_once(now) == 4
         assert engine.dispatcher.run_once(now) == 4  # all four handed to the webhook lane
@@ -225,13 +220,11 @@ def test_a_store_error_settling_at_stop_still_returns_the_queued_batches(tmp_pat
     recv = Receiver("k")
     url = recv.start()
     store = _WriteFailsOnce(RocksSettings(str(tmp_path / "rocks")), {"commit_delivered"})
-    settings = SinkSettings(stop_wait_ms=5000)
-    routes = RouteTable(store.control)
-    sink = RoutingSink(routes, settings, clock, {WEBHOOK_SINK: WebhookSender})
-    engine = Engine(store, clock, EngineSettings(scan_batch=2), sink=sink)
+    engine, _ = webhook_engine(
+        store, clock, "hook", url, EngineSettings(scan_batch=2), stop_wait_ms=5000
+    )
     try:
         now = clock.now_ms()
-        routes.put("hook", check_route(Route("webhook", url, "k"), settings), now)
         store.schedule([NewTimer("hook", f"t{i}", now) for i in range(4)], now)
         assert engine.scanner.run_once(now) == 4  # two batches queued
         assert engine.dispatcher.run_once(now) == 2  # one handed to the lane, one queued

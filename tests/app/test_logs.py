@@ -18,12 +18,10 @@ from collections.abc import Iterator
 import pytest
 
 from app.engine import Engine, EngineSettings
-from app.engine.routing_sink import RoutingSink
-from app.engine.webhook_sink import WEBHOOK_SINK, WebhookSender
 from app.logs import configure_logging
-from app.routing import Route, RouteTable, SinkSettings, check_route
 from storage.protocol import LOG_SINK, NewTimer
 from storage.rocks import RocksSettings, RocksTimerStore
+from tests.app.webhook_engine import webhook_engine
 from tests.sinks.receiver import Receiver, wait_for
 
 
@@ -124,14 +122,11 @@ def test_a_webhook_routes_failed_attempts_and_dead_letter_are_logged(
     configure_logging("json", "info", out)
     receiver = Receiver("k", rule=lambda body: 500)
     url = receiver.start()
-    settings = SinkSettings(stop_wait_ms=500)
-    routes = RouteTable(rocks_store.control)
-    sink = RoutingSink(routes, settings, clock, {WEBHOOK_SINK: WebhookSender})
-    engine = Engine(rocks_store, clock, EngineSettings(backoff_base_ms=50), sink=sink)
+    engine, _ = webhook_engine(
+        rocks_store, clock, "hooked", url, EngineSettings(backoff_base_ms=50), max_attempts=2
+    )
     try:
         now = clock.now_ms()
-        route = check_route(Route("webhook", url, "k", max_attempts=2), settings)
-        routes.put("hooked", route, now)
         rocks_store.schedule([NewTimer("hooked", "h1", now)], now)
 
         def dead_lettered() -> bool:  # run_once also records what the lane settled
