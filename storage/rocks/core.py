@@ -10,7 +10,8 @@ classic races: a cancel cannot remove a timer the scanner is handing out at the 
 moment, a watermark advance cannot overtake a past-due schedule that is being clamped to
 it, and the range delete cannot remove keys an ingest has just linked below the
 watermark and not yet moved up. Each operation reads ``handles`` under the lock, so one
-that waited for the lock while ``close`` took it raises StoreClosedError.
+that waited for the lock while ``close`` took it raises StoreClosedError. Reads that
+take no lock go through ``reading()``, which ``close`` waits for.
 
 The scan cursor (``scan_from``) is the first key the next due scan looks at: every key
 below it is in flight or deleted, so the scanner never wades through the tombstones of
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import rocksdict as rd
 
@@ -40,6 +43,8 @@ class RocksCore:
         self.settings = settings
         self._h: RocksHandles | None = open_db(settings)
         self.lock = threading.Lock()
+        self._readers = 0  # reads in progress that take no lock (see reading())
+        self._readers_changed = threading.Condition()
         self.counters = Counters.load(self._h.cfs["meta"])
         self.in_flight: set[bytes] = set()
         self.scan_from = layout.u64(self.counters.watermark_ms)
@@ -141,11 +146,28 @@ class RocksCore:
         h = self.handles
         return h.db, h.cfs["control"], h.write_options
 
+    @contextmanager
+    def reading(self) -> Iterator[RocksHandles]:
+        """The handles, for a read that does not take ``lock`` (get, listings, the topic
+        log): ``close`` waits until every such read is done, and one that starts after
+        ``close`` began raises StoreClosedError. A read inside must not take ``lock``."""
+        with self._readers_changed:
+            h = self.handles
+            self._readers += 1
+        try:
+            yield h
+        finally:
+            with self._readers_changed:
+                self._readers -= 1
+                self._readers_changed.notify_all()
+
     def close(self) -> None:
         with self.lock:
-            if self._h is not None:
-                self._h.close()
-                self._h = None
+            with self._readers_changed:
+                h, self._h = self._h, None  # from here every call raises StoreClosedError
+                self._readers_changed.wait_for(lambda: not self._readers)
+            if h is not None:
+                h.close()
         # RocksDB keeps the LOCK while any column-family handle lives, and a handled error's
         # traceback keeps the frames (and their handles) alive in a cycle until the cyclic
         # collector runs: collect now, so a reopen in the same process succeeds.

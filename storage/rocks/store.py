@@ -96,7 +96,8 @@ class RocksTimerStore:
     def dead_letters(
         self, *, topic: str | None = None, limit: int = 100, after: str | None = None
     ) -> TimerPage:
-        return reads.dead_letters(self.handles, topic=topic, limit=limit, after=after)
+        with self._core.reading() as h:
+            return reads.dead_letters(h, topic=topic, limit=limit, after=after)
 
     def replay_dead_letter(self, topic: str, timer_id: str, now_ms: int) -> ScheduleResult:
         return delivery.replay_dead_letter(self._core, topic, timer_id, now_ms)
@@ -109,7 +110,8 @@ class RocksTimerStore:
     # ----------------------------------------------------------------- reads
     def get(self, topic: str, timer_id: str) -> TimerView | None:
         names = (validate_name("topic", topic), validate_name("id", timer_id))
-        return reads.get_timer(self.handles, names, self._core.in_flight)
+        with self._core.reading() as h:
+            return reads.get_timer(h, names, self._core.in_flight)
 
     def list_pending(
         self,
@@ -128,21 +130,22 @@ class RocksTimerStore:
         if to_ms is not None:
             layout.check_range(to_ms, "to_ms")
         start = max(from_ms, self._core.counters.watermark_ms)
-        return reads.list_pending(
-            self.handles, self._core.in_flight, start, to_ms, topic, limit, cursor
-        )
+        with self._core.reading() as h:
+            return reads.list_pending(h, self._core.in_flight, start, to_ms, topic, limit, cursor)
 
     def count_pending_due_before(self, deadlines_ms: Sequence[int], cap: int) -> list[int]:
         for i, deadline_ms in enumerate(deadlines_ms):
             layout.check_range(deadline_ms, f"deadlines_ms[{i}]")
         start = layout.u64(self._core.counters.watermark_ms)
-        return reads.count_keys_before(self.handles.cfs["timers"], start, deadlines_ms, cap)
+        with self._core.reading() as h:
+            return reads.count_keys_before(h.cfs["timers"], start, deadlines_ms, cap)
 
     def read_log(self, topic: str, offset: int, limit: int) -> list[LoggedMessage]:
         topic_b = validate_name("topic", topic)
         layout.check_range(offset, "offset", layout.MAX_OFFSET)
         start = max(offset, self._core.counters.log_start.get(topic, 0))
-        return reads.read_log(self.handles.cfs["topiclog"], topic_b, start, limit)
+        with self._core.reading() as h:
+            return reads.read_log(h.cfs["topiclog"], topic_b, start, limit)
 
     def topics(self) -> list[TopicInfo]:
         c = self._core.counters

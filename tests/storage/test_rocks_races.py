@@ -17,7 +17,15 @@ import rocksdict as rd
 
 from storage.errors import StoreClosedError
 from storage.protocol import LOG_SINK, DueTimer, IngestReport, NewTimer, TimerState
-from storage.rocks import RocksSettings, RocksTimerStore, delivery, housekeeping, ingest, writes
+from storage.rocks import (
+    RocksSettings,
+    RocksTimerStore,
+    delivery,
+    housekeeping,
+    ingest,
+    reads,
+    writes,
+)
 from storage.rocks.core import RocksCore
 from storage.rocks.counters import SINK_TOTAL_PREFIX, CounterDelta
 from tests.pipeline.helpers import NOW, row, stage
@@ -212,6 +220,59 @@ def test_a_call_waiting_for_the_lock_while_close_takes_it_gets_store_closed(rock
         thread.join(WAIT_S)
     assert not thread.is_alive()
     assert isinstance(outcome.get("error"), StoreClosedError), outcome
+
+
+_READS: dict[str, tuple[str, Callable[[RocksTimerStore], object]]] = {
+    "get": ("get_timer", lambda s: s.get("t", "a")),
+    "list_pending": ("list_pending", lambda s: s.list_pending()),
+    "count_pending_due_before": (
+        "count_keys_before",
+        lambda s: s.count_pending_due_before([NOW + 20], 10),
+    ),
+    "read_log": ("read_log", lambda s: s.read_log("t", 0, 10)),
+    "dead_letters": ("dead_letters", lambda s: s.dead_letters()),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_READS))
+def test_close_waits_for_a_read_in_progress(rocks_store, monkeypatch, op):
+    """A read takes no lock; close() waits for it to end, and then closes (a read racing
+    close used the cleared handles: KeyError, a 500 at the API)."""
+    rocks_store.schedule([nt("d", NOW)], NOW - 1)
+    rocks_store.dead_letter(rocks_store.due(NOW, 10), NOW, "boom")
+    rocks_store.schedule([nt("a", NOW + 10)], NOW)
+    function_name, call = _READS[op]
+    expected = call(rocks_store)  # before the gate goes in
+    inside = Gate(hold=True)
+    original = getattr(reads, function_name)
+
+    def gated(*args: Any, **kwargs: Any) -> object:
+        inside.pass_through()
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(reads, function_name, gated)
+    reader, outcome = run_in_thread(lambda: call(rocks_store), GatedLock())
+    closer = threading.Thread(target=rocks_store.close, daemon=True)
+    try:
+        assert inside.reached.wait(WAIT_S)  # the read is under way
+        closer.start()
+        _wait_until(lambda: rocks_store.core.closed)  # close() has begun
+    finally:
+        inside.open()
+        reader.join(WAIT_S)
+    closer.join(WAIT_S)
+    assert not reader.is_alive() and not closer.is_alive()
+    assert outcome == {"result": expected}
+    with pytest.raises(StoreClosedError):
+        call(rocks_store)
+
+
+def _wait_until(condition: Callable[[], bool]) -> None:
+    for _ in range(WAIT_S * 100):
+        if condition():
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError("the condition did not come true in time")
 
 
 # ------------------------------------------------------------- stats during a commit
