@@ -17,7 +17,8 @@ from typing import Any
 import msgspec
 
 from app.config import Settings, load_settings
-from pipeline.importer import FORMATS
+from pipeline.importer import FORMATS, guess_format
+from pipeline.input_files import check_input_files
 from storage.errors import InvalidInputError
 
 
@@ -99,7 +100,7 @@ def run_import_command(args: argparse.Namespace) -> int:
     from pipeline.spark import spark_session
     from storage.rocks import RocksTimerStore
 
-    check_input_exists(args.input, "input")  # before the store, the stage dir and Spark
+    fmt = checked_input_format(args)  # before the store, the stage dir and Spark
     now_ms = args.now_ms if args.now_ms is not None else _now_ms()
     base_ms = args.base_ms if args.base_ms is not None else now_ms
     store = None
@@ -121,7 +122,7 @@ def run_import_command(args: argparse.Namespace) -> int:
                 spark,
                 args.input,
                 os.path.abspath(stage_dir),
-                fmt=args.format,
+                fmt=fmt,
                 times=JobTimes(now_ms, base_ms, floor_ms),
                 limits=limits_of(settings.limits),
                 partitions=args.partitions,
@@ -148,6 +149,18 @@ def _report_import(summary: Any, report: Any) -> None:
     with open(os.path.join(summary.stage_dir, "summary.json"), "wb") as f:
         f.write(msgspec.json.format(msgspec.json.encode(result)))
     _print(result)
+
+
+def checked_input_format(args: argparse.Namespace) -> str:
+    """The import's input format (``--format``, else by name), once the input exists and,
+    when it is a directory, holds files of that format that Spark would read."""
+    check_input_exists(args.input, "input")
+    fmt: str = args.format or guess_format(args.input)
+    given = args.format is not None
+    check_input_files(
+        args.input, "input", fmt, any_name=given, format_option=None if given else "--format"
+    )
+    return fmt
 
 
 def check_input_exists(path: str, field: str) -> None:
@@ -186,6 +199,7 @@ def run_analyze_command(args: argparse.Namespace) -> int:
     from pipeline.spark import spark_session
 
     check_input_exists(args.deliveries, "deliveries")
+    check_input_files(args.deliveries, "deliveries", "parquet")
     with spark_session(args.master, "timerstore-analyze", _conf(args)) as spark:
         analysis = analyze(spark, args.deliveries, args.out)
     _print(to_dict(analysis))

@@ -45,6 +45,7 @@ from pipeline.encode import (
     encode_batches,
     prevalidate,
 )
+from pipeline.input_files import format_of_name
 from pipeline.rows import JobTimes, Limits
 from pipeline.sst import STATS_SCHEMA, merge_accumulator, write_ids, write_timers
 from storage.rocks.ingest import Manifest, StagedFile, write_manifest
@@ -83,13 +84,8 @@ class ImportSummary(msgspec.Struct, frozen=True):
 
 
 def guess_format(path: str) -> str:
-    name = path.rstrip("/").lower()
-    for suffix, fmt in ((".parquet", "parquet"), (".csv", "csv"), (".jsonl", "jsonl")):
-        if name.endswith(suffix) or name.endswith(suffix + ".gz"):
-            return fmt
-    if name.endswith(".json") or name.endswith(".ndjson"):
-        return "jsonl"
-    return "parquet"
+    """The format the input's name says (``input_files.FORMAT_SUFFIXES``), else Parquet."""
+    return format_of_name(path.rstrip("/")) or "parquet"
 
 
 def read_input(spark: SparkSession, path: str, fmt: str) -> DataFrame:

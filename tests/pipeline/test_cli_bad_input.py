@@ -1,6 +1,7 @@
 """Bad input to ``timerstore import`` / ``analyze`` is one line on stderr and exit 2 (the
 console script's InvalidInputError), never a traceback, and leaves no staging directory.
-A missing input is refused before Spark starts; the rest need the job to run first."""
+A missing input, or a directory holding no file of the input's format that Spark would
+read, is refused before Spark starts; the rest need the job to run first."""
 
 from __future__ import annotations
 
@@ -60,6 +61,70 @@ def test_analyze_of_a_missing_path_is_one_line(tmp_path):
     done = _timerstore("analyze", str(tmp_path / "none"), "--out", str(tmp_path / "r"), timeout=60)
     assert _one_line(done) == f"timerstore analyze: deliveries {tmp_path / 'none'} does not exist"
     assert done.stderr.strip().count("\n") == 0
+
+
+def _layout(root: Path, files: dict[str, str]) -> Path:
+    """A directory holding ``files`` (relative path -> text)."""
+    root.mkdir()
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+CSV_ROWS = f"topic,id,deliver_at_ms\norders,a,{NOW + 1000}\n"
+
+IMPORT_DIRS_WITHOUT_INPUT = {  # files, --format, what the line says after the directory
+    "empty": ({}, [], "no Parquet files (*.parquet) in input {dir}: the directory is empty"),
+    "only a readme": (
+        {"README.txt": "rows go here\n"},
+        [],
+        "no Parquet files (*.parquet) in input {dir}: it holds README.txt",
+    ),
+    "what Spark skips": (
+        {"_SUCCESS": "", ".part-0.jsonl.crc": "", "_tmp/part-0.jsonl": "{}\n", "old/a.jsonl": ""},
+        ["--format", "jsonl"],
+        "no files Spark reads in input {dir}: it holds"
+        " .part-0.jsonl.crc, _SUCCESS, _tmp/ and 1 more (Spark skips names starting with _"
+        " or . and reads a subdirectory only when it is named key=value)",
+    ),
+    "CSV files taken for Parquet": (
+        {"a.csv": CSV_ROWS, "b.csv": CSV_ROWS},
+        [],
+        "no Parquet files (*.parquet) in input {dir}: it holds CSV files; give --format csv",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", IMPORT_DIRS_WITHOUT_INPUT)
+def test_import_of_a_directory_without_input_files_is_one_line_before_spark(tmp_path, case):
+    files, format_args, message = IMPORT_DIRS_WITHOUT_INPUT[case]
+    rows, data = _layout(tmp_path / "rows", files), tmp_path / "data"
+    done = _timerstore("import", str(rows), *format_args, "--data-dir", str(data), timeout=60)
+    line = _one_line(done)
+    assert line == "timerstore import: " + message.format(dir=rows)
+    assert done.stderr.strip() == line  # refused before Spark: nothing else was printed
+    assert not data.exists()  # nor was the store opened or a stage directory made
+
+
+def test_analyze_of_a_directory_without_parquet_files_is_one_line_before_spark(tmp_path):
+    out = tmp_path / "report"
+    empty = _layout(tmp_path / "empty", {})
+    done = _timerstore("analyze", str(empty), "--out", str(out), timeout=60)
+    assert _one_line(done) == (
+        f"timerstore analyze: no Parquet files (*.parquet) in deliveries {empty}: "
+        "the directory is empty"
+    )
+    assert done.stderr.strip().count("\n") == 0
+
+    spark_output = _layout(tmp_path / "job", {"_SUCCESS": "", ".part-0.parquet.crc": ""})
+    done = _timerstore("analyze", f"file://{spark_output}", "--out", str(out), timeout=60)
+    assert _one_line(done) == (
+        f"timerstore analyze: no Parquet files (*.parquet) in deliveries file://{spark_output}: "
+        "it holds .part-0.parquet.crc, _SUCCESS (Spark skips names starting with _ or .)"
+    )
+    assert done.stderr.strip().count("\n") == 0
+    assert not out.exists()
 
 
 def _write_input(tmp_path: Path) -> Path:
