@@ -23,6 +23,8 @@ from client.models import (
     GroupList,
     GroupOffset,
     MessagePage,
+    Purged,
+    Replayed,
     Scheduled,
     Timer,
     TimerPage,
@@ -56,6 +58,13 @@ def http_options(api_key: str | None, timeout_s: float) -> dict[str, Any]:
     """The httpx client options both clients use (the API key as a bearer token)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     return {"headers": headers, "timeout": timeout_s}
+
+
+# The pool of long-polls (consume with wait_ms > 0) has no cap. Each poll holds its
+# connection for up to wait_ms: in httpx's default pool (100 connections) 100 polls would
+# leave none for any other call, and a schedule would fail with PoolTimeout. So the
+# clients keep long-polls in a pool of their own; there are as many as polls are running.
+LONG_POLL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None)
 
 
 def timeout_of(call: Call[Any], timeout_s: float) -> httpx.Timeout:
@@ -96,6 +105,8 @@ _read_messages = _reader(MessagePage, 200)
 _read_topics = _reader(TopicList, 200)
 _read_group = _reader(GroupOffset, 200)
 _read_groups = _reader(GroupList, 200)
+_read_replayed = _reader(Replayed, 200)
+_read_purged = _reader(Purged, 200)
 
 
 def _read_scheduled(status: int, body: bytes) -> Scheduled:
@@ -170,6 +181,14 @@ def dead_letters(topic: str | None, limit: int, cursor: str | None) -> Call[Time
 def replay(topic: str, timer_id: str) -> Call[Timer]:
     path = f"/v1/deadletters/{segment(topic)}/{segment(timer_id)}/replay"
     return Call("POST", path, _read_timer)
+
+
+def replay_topic(topic: str) -> Call[Replayed]:
+    return Call("POST", f"/v1/deadletters/{segment(topic)}/replay", _read_replayed)
+
+
+def purge_dead_letters(topic: str | None) -> Call[Purged]:
+    return Call("DELETE", "/v1/deadletters", _read_purged, params=_given(topic=topic))
 
 
 def spec(

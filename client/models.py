@@ -27,7 +27,8 @@ class TimerSpec(msgspec.Struct, omit_defaults=True, kw_only=True):
 
 
 class Timer(msgspec.Struct, kw_only=True):
-    """A timer as stored; ``state`` is pending, in_flight, delivered or dead_lettered."""
+    """A timer as stored; ``state`` is pending, in_flight, delivered (with
+    ``delivered_at_ms``, ``offset`` and the ``sink`` that took it) or dead_lettered."""
 
     topic: str
     id: str
@@ -42,6 +43,7 @@ class Timer(msgspec.Struct, kw_only=True):
     delivered_at_ms: int | None = None
     offset: int | None = None
     last_error: str | None = None
+    sink: str | None = None  # log, webhook or redis_stream (delivered)
 
 
 class Scheduled(msgspec.Struct, kw_only=True):
@@ -114,6 +116,14 @@ class Topic(msgspec.Struct):
 
 class TopicList(msgspec.Struct):
     topics: list[Topic]
+
+
+class Replayed(msgspec.Struct):
+    replayed: int
+
+
+class Purged(msgspec.Struct):
+    purged: int
 
 
 class CancelOutcome(enum.Enum):

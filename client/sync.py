@@ -9,7 +9,7 @@ from typing import TypeVar
 import httpx
 
 from client import calls
-from client.calls import Call, Payload, http_options, timeout_of
+from client.calls import LONG_POLL_LIMITS, Call, Payload, http_options, timeout_of
 from client.models import (
     BatchScheduled,
     Cancelled,
@@ -44,10 +44,16 @@ class TimerStoreClient:
     ) -> None:
         options = http_options(api_key, timeout_s)
         self._http = httpx.Client(base_url=base_url, transport=transport, **options)
+        # long-polls in a pool of their own (see calls.LONG_POLL_LIMITS); a transport
+        # given serves every call
+        self._polls = self._http
+        if transport is None:
+            self._polls = httpx.Client(base_url=base_url, limits=LONG_POLL_LIMITS, **options)
         self._timeout_s = timeout_s
 
     def _send(self, call: Call[T]) -> T:
-        answer = self._http.request(
+        http = self._polls if call.wait_ms > 0 else self._http
+        answer = http.request(
             call.method,
             call.path,
             params=call.params,
@@ -143,8 +149,17 @@ class TimerStoreClient:
     def replay(self, topic: str, timer_id: str) -> Timer:
         return self._send(calls.replay(topic, timer_id))
 
+    def replay_topic(self, topic: str) -> int:
+        """Schedule every dead letter of ``topic`` again, due now; how many there were."""
+        return self._send(calls.replay_topic(topic)).replayed
+
+    def purge_dead_letters(self, *, topic: str | None = None) -> int:
+        """Delete the dead letters (all, or ``topic``'s); how many were deleted."""
+        return self._send(calls.purge_dead_letters(topic)).purged
+
     def close(self) -> None:
         self._http.close()
+        self._polls.close()  # closing a closed client does nothing
 
     def __enter__(self) -> TimerStoreClient:
         return self
