@@ -14,6 +14,7 @@ is integer milliseconds with ``_ms`` in its name.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -31,6 +32,13 @@ ENV_PREFIX = "TIMERSTORE_"
 SECTION_SEPARATOR = "__"
 STORE_DIRS = {"rocks": "rocks", "wheel": "wheel"}  # <data_dir>/<this>: each store's files
 STAGING_DIR = "staging"  # <data_dir>/staging: bulk imports waiting to be ingested
+# TIMERSTORE_* variables of the project's own scripts (docker/*.sh, the docker test), not
+# settings: an operator who exported one for them can still start the service in that shell
+NOT_SETTINGS = frozenset(
+    {"TIMERSTORE_DOCKER_CACHE", "TIMERSTORE_DOCKER_LOG", "TIMERSTORE_OFFLINE_NO_FETCH"}
+)
+# fields of the store sections that may be 0 (every other integer there is at least 1)
+ZERO_ALLOWED = frozenset({"rocks.blob_min_bytes"})  # 0: every value in blob files
 
 
 class HousekeepingSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -70,20 +78,22 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
             raise ConfigError("port must be 1 to 65535", field="port")
+        # an empty variable (TIMERSTORE_HOST= in a unit file or a compose file whose
+        # substitution was unset) bound every interface, or kept the data in the cwd
+        if not self.host.strip():
+            raise ConfigError(
+                "host must not be empty (0.0.0.0 for every IPv4 interface)", field="host"
+            )
+        if not self.data_dir.strip():
+            raise ConfigError("data_dir must not be empty", field="data_dir")
         if self.shutdown_grace_ms < 0:
             raise ConfigError("shutdown_grace_ms must be at least 0", field="shutdown_grace_ms")
-        _require_positive("engine", self.engine)
-        _require_positive("limits", self.limits)
-        _require_positive("housekeeping", self.housekeeping)
-        _require_positive("sinks", self.sinks)
-        for name in (
-            "block_cache_bytes",
-            "write_buffer_bytes",
-            "timers_write_buffer_bytes",
-            "write_buffer_total_bytes",
-        ):
-            if getattr(self.rocks, name) < 1:
-                raise ConfigError(f"rocks.{name} must be at least 1", field=f"rocks.{name}")
+        # a negative retention expired every topic-log message at the first housekeeping
+        # run, and a negative blob size was a traceback from RocksDB's options
+        for section in ("engine", "limits", "housekeeping", "sinks", "rocks", "wheel"):
+            _require_positive(section, getattr(self, section))
+        _require_at_most("sinks.default_timeout_ms", "sinks.max_timeout_ms", self.sinks)
+        _require_at_most("sinks.default_max_attempts", "sinks.max_max_attempts", self.sinks)
 
     def store_dir(self, store: str | None = None) -> str:
         """Where a store keeps its files: ``<data_dir>/rocks`` or ``<data_dir>/wheel``."""
@@ -99,11 +109,27 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return dataclasses.replace(self.wheel, path=self.store_dir("wheel"))
 
 
-def _require_positive(section: str, values: msgspec.Struct) -> None:
-    for name in values.__struct_fields__:
-        value = getattr(values, name)
-        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
-            raise ConfigError(f"{section}.{name} must be at least 1", field=f"{section}.{name}")
+def _require_positive(section: str, values: Any) -> None:
+    """Every integer of a section (a msgspec struct or a store's dataclass) is at least 1
+    (0 for the few in ``ZERO_ALLOWED``); None means unset."""
+    if dataclasses.is_dataclass(values):
+        names = [f.name for f in dataclasses.fields(values)]
+    else:
+        names = list(values.__struct_fields__)
+    for name in names:
+        value, field = getattr(values, name), f"{section}.{name}"
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        least = 0 if field in ZERO_ALLOWED else 1
+        if value < least:
+            raise ConfigError(f"{field} must be at least {least}", field=field)
+
+
+def _require_at_most(default: str, maximum: str, values: msgspec.Struct) -> None:
+    """A section's default may not exceed the upper limit it is checked against."""
+    low, high = (getattr(values, name.split(".")[1]) for name in (default, maximum))
+    if low > high:
+        raise ConfigError(f"{default} ({low}) must be at most {maximum} ({high})", field=default)
 
 
 def _sections() -> dict[str, set[str]]:
@@ -123,33 +149,57 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     top_level = {f.name for f in msgspec.structs.fields(Settings)} - sections.keys()
     values: dict[str, Any] = {}
     for key, raw in environ.items():
-        if not key.startswith(ENV_PREFIX):
+        if not key.startswith(ENV_PREFIX) or key in NOT_SETTINGS:
             continue
         name = key[len(ENV_PREFIX) :].lower()
         section, _, field = name.partition(SECTION_SEPARATOR)
         if field and field in sections.get(section, ()):
             values.setdefault(section, {})[field] = raw
         elif not field and name in top_level:
-            values[name] = _split_keys(raw) if name.endswith("_keys") else raw
+            values[name] = _split_keys(key, raw) if name.endswith("_keys") else raw
         else:
-            raise ConfigError(f"unknown setting {key}", field=key)
+            raise ConfigError(_unknown_message(key, sections, top_level), field=key)
     return values
+
+
+def _unknown_message(key: str, sections: dict[str, set[str]], top_level: set[str]) -> str:
+    """``unknown setting KEY``, with the nearest real name when one is close (a typo, a
+    single underscore for the double one, a nested field without its section)."""
+    known = sorted(top_level) + [
+        f"{section}{SECTION_SEPARATOR}{field}"
+        for section, fields in sections.items()
+        for field in sorted(fields)
+    ]
+    name = key[len(ENV_PREFIX) :].lower()
+    same_field = [k for k in known if k.rpartition(SECTION_SEPARATOR)[2] == name]
+    near = same_field or difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+    hint = f" (did you mean {ENV_PREFIX}{near[0].upper()}?)" if near else ""
+    return f"unknown setting {key}{hint}"
 
 
 def load_settings(
     environ: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
 ) -> Settings:
     """Merge defaults, environment and flags into one validated Settings, or ConfigError."""
-    values = _from_env(os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    values = _from_env(environ)
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     try:
         return msgspec.convert(values, Settings, strict=False)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"invalid setting: {exc}", field=_field_of(exc)) from None
+        field = _field_of(exc)
+        raise ConfigError(_invalid_message(exc, field, values, environ), field=field) from None
 
 
-def _split_keys(raw: str) -> list[str]:
-    return [k.strip() for k in raw.split(",") if k.strip()]
+def _split_keys(key: str, raw: str) -> list[str]:
+    keys = [k.strip() for k in raw.split(",") if k.strip()]
+    if not keys:  # an unset substitution in a compose or unit file ran the service open
+        raise ConfigError(
+            f"{key} is set but holds no key: give comma-separated keys, or unset it "
+            "to run without keys",
+            field=key,
+        )
+    return keys
 
 
 def _field_of(exc: msgspec.ValidationError) -> str | None:
@@ -157,3 +207,23 @@ def _field_of(exc: msgspec.ValidationError) -> str | None:
     if "$." in text:
         return text.split("$.", 1)[1].split("`")[0].split("[")[0]
     return None
+
+
+def _invalid_message(
+    exc: msgspec.ValidationError, field: str | None, values: dict[str, Any], environ: Any
+) -> str:
+    """``invalid setting engine.tick_ms: Expected `int`, got '1.5' (TIMERSTORE_...)``.
+
+    msgspec says "got `str`" of every value that came from the environment (they all
+    are strings): the value itself says more. Keys are never echoed."""
+    reason = str(exc).split(" - at `$", 1)[0]
+    if field is None:
+        return f"invalid setting: {reason}"
+    raw: Any = values
+    for part in field.split("."):
+        raw = raw.get(part) if isinstance(raw, dict) else None
+    if isinstance(raw, str) and not field.endswith("_keys"):
+        reason = reason.replace(", got `str`", f", got {raw!r}")
+    env_name = ENV_PREFIX + field.upper().replace(".", SECTION_SEPARATOR)
+    source = f" ({env_name})" if env_name in environ else ""
+    return f"invalid setting {field}{source}: {reason}"

@@ -77,7 +77,9 @@ class Housekeeper:
         await self._run("stats snapshot", self._snapshot)
 
     async def _run(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
-        """Run a job; a shutdown ends it quietly (the next start runs it again).
+        """Run a job; a shutdown ends it quietly (the next start runs it again), and an
+        error is one ``error`` line naming the job (APScheduler's own line named the
+        trigger, not the error), after which the job keeps its schedule.
 
         ``stop`` makes APScheduler cancel a job in progress: its store call still runs
         to the end in its worker thread (anyio defers the cancellation), and the job then
@@ -89,6 +91,15 @@ class Housekeeper:
         except (StoreClosedError, asyncio.CancelledError):
             extra = {"event": "job_stopped", "job": name}
             log.info("%s stopped by the shutdown", name, extra=extra)
+        except Exception as exc:  # the job's top: one error line; the next run comes as usual
+            log.error(
+                "%s failed: %s: %s (tried again at the next interval)",
+                name,
+                type(exc).__name__,
+                exc,
+                exc_info=True,
+                extra={"event": "error", "job": name},
+            )
 
     async def _housekeep(self) -> None:
         report = await self.service.housekeep()

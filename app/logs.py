@@ -10,12 +10,17 @@ A JSON line has ``ts`` (UTC, ISO 8601 with milliseconds), ``level``, ``logger``,
 ``timer_id``, ``count``, ``store``, ...). Lines without an explicit event get ``log``;
 uvicorn's access lines get ``event: "access"`` and ``client``, ``method``, ``path``,
 ``http_version`` and ``status`` fields. An exception adds ``exc_type`` and ``exc``.
+
+Both formats hide a URL's credentials in the whole line (``redact``): the password of
+``scheme://user:password@host`` and the query string, which is where a webhook's or a
+Redis URL's token sits. A route's URL is logged when it changes and may hold either.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -25,6 +30,24 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 _STANDARD.add("color_message")  # uvicorn's ANSI-coloured copy of the message
 _ACCESS_FIELDS = ("client", "method", "path", "http_version", "status")
+# in a URL (scheme://...): the password of its userinfo, and its query string; neither
+# pattern crosses a space, a quote or a backslash, so a JSON line stays valid JSON
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:\"'\\]*:)[^\s/?#@\"'\\]+@")
+_URL_QUERY = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?#\"'\\]*)\?[^\s#\"'\\)]+")
+REDACTED = "***"
+
+
+def redact(line: str) -> str:
+    """``line`` with every URL's password and query string replaced by ``***``."""
+    if "://" not in line:
+        return line
+    line = _URL_PASSWORD.sub(rf"\1{REDACTED}@", line)
+    return _URL_QUERY.sub(rf"\1?{REDACTED}", line)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 class JsonFormatter(logging.Formatter):
@@ -45,13 +68,13 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info and record.exc_info[0] is not None:
             line["exc_type"] = record.exc_info[0].__name__
             line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str, ensure_ascii=False)
+        return redact(json.dumps(line, default=str, ensure_ascii=False))
 
 
 def configure_logging(log_format: str, level: str, stream: IO[str] | None = None) -> None:
     """One root handler in ``log_format`` ("text" or "json") at ``level`` for every logger."""
     handler = logging.StreamHandler(stream or sys.stderr)
-    formatter = JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+    formatter = JsonFormatter() if log_format == "json" else TextFormatter(TEXT_FORMAT)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     for old in list(root.handlers):
@@ -64,3 +87,7 @@ def configure_logging(log_format: str, level: str, stream: IO[str] | None = None
         logger.propagate = True
         logger.setLevel(logging.NOTSET)  # the root's level (uvicorn.Config may set its own)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run
+    # httpx logs each request of the webhook sender at info (its URL included): one line per
+    # webhook batch; a failure is our own delivery_failed line
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)

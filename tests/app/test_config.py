@@ -51,6 +51,19 @@ def test_nested_fields_are_set_as_section_double_underscore_field() -> None:
         ({"TIMERSTORE_METRICS_PUBLIC": "maybe"}, "metrics_public"),
         ({"TIMERSTORE_WHEEL__PRECISION_MS": "0"}, "precision_ms"),
         ({"TIMERSTORE_ROCKS__TIMERS_WRITE_BUFFER_BYTES": "0"}, "rocks.timers_write_buffer_bytes"),
+        # a negative retention expired every topic-log message at the first housekeeping
+        ({"TIMERSTORE_ROCKS__LOG_RETENTION_MS": "-1"}, "rocks.log_retention_ms"),
+        ({"TIMERSTORE_ROCKS__DONE_RETENTION_MS": "0"}, "rocks.done_retention_ms"),
+        ({"TIMERSTORE_WHEEL__LOG_RETENTION_MS": "-1000"}, "wheel.log_retention_ms"),
+        ({"TIMERSTORE_WHEEL__ROLL_BATCH": "0"}, "wheel.roll_batch"),
+        ({"TIMERSTORE_ROCKS__BLOB_MIN_BYTES": "-1"}, "rocks.blob_min_bytes"),  # was a trace
+        ({"TIMERSTORE_HOST": ""}, "host"),  # bound every interface
+        ({"TIMERSTORE_DATA_DIR": " "}, "data_dir"),  # kept the data in the cwd
+        ({"TIMERSTORE_SINKS__DEFAULT_TIMEOUT_MS": "90000"}, "sinks.default_timeout_ms"),
+        ({"TIMERSTORE_SINKS__DEFAULT_MAX_ATTEMPTS": "101"}, "sinks.default_max_attempts"),
+        # set but empty (an unset substitution): the service ran with no key at all
+        ({"TIMERSTORE_API_KEYS": ""}, "TIMERSTORE_API_KEYS"),
+        ({"TIMERSTORE_ADMIN_KEYS": " , "}, "TIMERSTORE_ADMIN_KEYS"),
     ],
 )
 def test_a_bad_setting_is_a_config_error_naming_it(environ: dict[str, str], field: str) -> None:
@@ -66,3 +79,46 @@ def test_the_deprecated_store_chunk_timers_is_still_accepted() -> None:
     settings = load_settings(environ={"TIMERSTORE_LIMITS__STORE_CHUNK_TIMERS": "1000"})
     assert settings.limits.store_chunk_timers == 1000
     assert load_settings(environ={}).limits.store_chunk_timers is None
+
+
+def test_a_blob_size_of_zero_is_accepted() -> None:
+    """0 puts every timer value in blob files; only a negative size is refused."""
+    assert (
+        load_settings(environ={"TIMERSTORE_ROCKS__BLOB_MIN_BYTES": "0"}).rocks.blob_min_bytes == 0
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "suggestion"),
+    [
+        ("TIMERSTORE_LOGFORMAT", "TIMERSTORE_LOG_FORMAT"),
+        ("TIMERSTORE_ENGINE_TICK_MS", "TIMERSTORE_ENGINE__TICK_MS"),  # one underscore
+        ("TIMERSTORE_TICK_MS", "TIMERSTORE_ENGINE__TICK_MS"),  # without its section
+        ("TIMERSTORE_ADMIN_KEY", "TIMERSTORE_ADMIN_KEYS"),
+    ],
+)
+def test_an_unknown_variable_names_the_nearest_setting(key: str, suggestion: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={key: "1"})
+    assert caught.value.message == f"unknown setting {key} (did you mean {suggestion}?)"
+
+
+def test_an_unknown_variable_far_from_every_setting_gets_no_guess() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={"TIMERSTORE_COLOUR": "blue"})
+    assert caught.value.message == "unknown setting TIMERSTORE_COLOUR"
+
+
+def test_the_variables_of_the_projects_own_scripts_are_not_settings() -> None:
+    """README tells operators to export these for docker/*.sh; serve must still start."""
+    environ = {"TIMERSTORE_DOCKER_CACHE": "/var/cache/x", "TIMERSTORE_OFFLINE_NO_FETCH": "1"}
+    assert load_settings(environ=environ) == load_settings(environ={})
+
+
+def test_a_value_of_the_wrong_type_names_the_variable_and_the_value() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={"TIMERSTORE_ENGINE__TICK_MS": "1.5"})
+    assert caught.value.message == (
+        "invalid setting engine.tick_ms (TIMERSTORE_ENGINE__TICK_MS): Expected `int`, got '1.5'"
+    )
+    assert caught.value.field == "engine.tick_ms"

@@ -16,6 +16,7 @@ import anyio.to_thread
 from app.clock import FakeClock
 from app.config import HousekeepingSettings
 from app.housekeeping import Housekeeper
+from storage.protocol import HousekeepingReport
 
 FAKE_NOW_MS = 1_700_000_000_000  # November 2023
 
@@ -86,3 +87,46 @@ def test_the_first_run_is_anchored_on_the_wall_clock_not_the_service_clock():
     settings = HousekeepingSettings(interval_ms=30_000, stats_snapshot_interval_ms=3_600_000)
     before, next_run, after = asyncio.run(_first_housekeeping_run(settings))
     assert before + timedelta(seconds=5) <= next_run <= after + timedelta(seconds=5)
+
+
+class FailingOnceService:
+    """Its first housekeeping call fails as a full disk would; the later ones succeed."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def housekeep(self) -> object:
+        self.calls += 1
+        if self.calls == 1:
+            raise OSError(28, "No space left on device")
+        return HousekeepingReport(1, True, 0, 0)
+
+    async def stats(self) -> None:
+        raise AssertionError("not scheduled within the test")
+
+
+async def _runs_after_a_failure(service: FailingOnceService) -> Housekeeper:
+    housekeeper = Housekeeper(
+        service,  # type: ignore[arg-type]
+        HousekeepingSettings(interval_ms=20, stats_snapshot_interval_ms=3_600_000),
+    )
+    housekeeper.start()
+    for _ in range(500):  # bounded: the second run follows 20 ms after the first
+        await asyncio.sleep(0.01)
+        if housekeeper.runs >= 1:
+            break
+    await housekeeper.stop()
+    return housekeeper
+
+
+def test_a_failed_run_is_one_error_line_naming_the_job_and_the_next_run_goes_on(caplog):
+    caplog.set_level(logging.INFO)
+    service = FailingOnceService()
+    housekeeper = asyncio.run(_runs_after_a_failure(service))
+    assert housekeeper.runs >= 1  # the job kept its schedule after the failure
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [(r.name, getattr(r, "event", None), getattr(r, "job", None)) for r in errors] == [
+        ("app.housekeeping", "error", "housekeeping")
+    ]
+    assert "No space left on device" in errors[0].getMessage()
+    assert errors[0].exc_info is not None  # the JSON line carries exc_type and exc

@@ -150,6 +150,34 @@ def test_a_webhook_routes_failed_attempts_and_dead_letter_are_logged(
     assert dead == [("hooked", "h1")]
 
 
+def test_webhook_requests_are_not_logged_one_by_one_nor_with_their_url(
+    restore_logging, rocks_store, clock
+) -> None:
+    """httpx logged every POST of the webhook sender at info, with the route's full URL
+    (its query token too): a line per batch at thousands of timers per second."""
+    out = io.StringIO()
+    configure_logging("json", "info", out)
+    receiver = Receiver("k")
+    url = receiver.start() + "?token=hook-t0ken"
+    engine, _ = webhook_engine(rocks_store, clock, "hooked", url, EngineSettings())
+    try:
+        now = clock.now_ms()
+        rocks_store.schedule([NewTimer("hooked", f"h{i}", now) for i in range(3)], now)
+
+        def delivered() -> bool:
+            engine.run_once(clock.advance(10))
+            return rocks_store.stats().delivered == 3
+
+        wait_for(delivered, timeout_s=30, what="the webhook timers delivered")
+    finally:
+        engine.stop()
+        receiver.stop()
+    assert len(receiver.arrivals) >= 1
+    text = out.getvalue()
+    assert "hook-t0ken" not in text, text
+    assert [x for x in _lines(out) if x["logger"].startswith(("httpx", "httpcore"))] == []
+
+
 class _CommitFailsOnce(RocksTimerStore):
     """A real RocksDB store whose first commit fails, like a full disk (fault injection)."""
 

@@ -51,16 +51,30 @@ const Charts = (() => {
     const ctx = frame(canvas, yMax, labels);
     let points = 0;
     for (const s of series) {
-      ctx.strokeStyle = s.color; ctx.lineWidth = 2; ctx.beginPath();
-      let pen = false;
+      ctx.strokeStyle = s.color; ctx.fillStyle = s.color; ctx.lineWidth = 2;
+      let run = [];  // consecutive points with a value, drawn as one line
       for (const [t, v] of s.values) {
-        if (v === null || t < nowMs - windowMs) { pen = false; continue; }
-        if (pen) ctx.lineTo(x(t), y(v)); else ctx.moveTo(x(t), y(v));
-        pen = true; points++;
+        if (v === null || t < nowMs - windowMs) { points += stroke(ctx, run); run = []; continue; }
+        run.push([x(t), y(v)]);
       }
-      ctx.stroke();
+      points += stroke(ctx, run);
     }
     canvas.dataset.points = String(points);
+  }
+
+  // A run of one point (a lateness between two idle scrapes: a few deliveries a minute)
+  // is a dot; a path of a single moveTo draws nothing, and the chart stayed empty.
+  function stroke(ctx, run) {
+    ctx.beginPath();
+    if (run.length === 1) {
+      ctx.arc(run[0][0], run[0][1], 3, 0, 2 * Math.PI);
+      ctx.fill();
+    } else if (run.length > 1) {
+      ctx.moveTo(run[0][0], run[0][1]);
+      for (const [px, py] of run.slice(1)) ctx.lineTo(px, py);
+      ctx.stroke();
+    }
+    return run.length;
   }
 
   // bars: [[label, value], ...]

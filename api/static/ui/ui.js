@@ -13,6 +13,23 @@ const state = { history: [], prev: null, askedStats: false, deadletters: [], tim
 
 class Unauthorized extends Error {}
 
+// "." and ".." are valid names, but a browser resolves them (and %2E, %2E%2E) as dot
+// segments of a URL: the replay of dead letter t/. went to /v1/deadletters/t/replay, the
+// replay of every dead letter of t. Such names are left to the API (curl keeps %2E).
+const DOTS_ONLY = /^\.{1,2}$/;
+const DOTS_NOTE = "a name of only dots cannot be sent from a browser: use the API (escape the dots as %2E)";
+function segment(name) {
+  if (DOTS_ONLY.test(name)) throw new Error(`"${name}": ${DOTS_NOTE}`);
+  return encodeURIComponent(name);
+}
+
+function dotsOnly(button, ...names) {
+  if (!names.some(n => DOTS_ONLY.test(n))) return button;
+  button.disabled = true;
+  button.title = DOTS_NOTE;
+  return button;
+}
+
 async function api(path, options = {}) {
   const headers = { ...(options.headers || {}) };
   const key = sessionStorage.getItem(KEY_STORE);
@@ -169,19 +186,19 @@ function drawDeadLetters(page) {
   $("deadletters").tBodies[0].replaceChildren(...page.timers.map(t => {
     const tr = document.createElement("tr");
     tr.dataset.topic = t.topic; tr.dataset.id = t.id;
-    const replay = button("Replay", "replay", () => act(
-      api(`/v1/deadletters/${encodeURIComponent(t.topic)}/${encodeURIComponent(t.id)}/replay`, { method: "POST" }),
-      `replayed ${t.topic}/${t.id}`));
+    const replay = dotsOnly(button("Replay", "replay", () => act(
+      api(`/v1/deadletters/${segment(t.topic)}/${segment(t.id)}/replay`, { method: "POST" }),
+      `replayed ${t.topic}/${t.id}`)), t.topic, t.id);
     tr.append(cell(t.topic), cell(t.id), cell(String(t.attempts), "num"), cell(t.last_error || ""));
     const td = document.createElement("td"); td.append(replay); tr.append(td);
     return tr;
   }));
   const topics = [...new Set(page.timers.map(t => t.topic))].sort();
   $("dl-topics").replaceChildren(...topics.map(topic => {
-    const b = button(`Replay all of ${topic}`, "replay-topic", () => act(
-      api(`/v1/deadletters/${encodeURIComponent(topic)}/replay`, { method: "POST" })
+    const b = dotsOnly(button(`Replay all of ${topic}`, "replay-topic", () => act(
+      api(`/v1/deadletters/${segment(topic)}/replay`, { method: "POST" })
         .then(r => r.json()).then(body => body.replayed),
-      n => `replayed ${n} dead letters of ${topic}`));
+      n => `replayed ${n} dead letters of ${topic}`)), topic);
     b.dataset.topic = topic;
     return b;
   }));
@@ -251,7 +268,7 @@ $("lookup").addEventListener("submit", async event => {
   const topic = $("lookup-topic").value.trim(), id = $("lookup-id").value.trim();
   const out = $("lookup-result");
   try {
-    const r = await api(`/v1/timers/${encodeURIComponent(topic)}/${encodeURIComponent(id)}`);
+    const r = await api(`/v1/timers/${segment(topic)}/${segment(id)}`);
     const timer = await r.json();
     out.dataset.state = timer.state;
     out.textContent = JSON.stringify(timer, null, 2);

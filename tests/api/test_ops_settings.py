@@ -1,0 +1,61 @@
+"""``timerstore serve`` with a bad setting: one line naming it, exit 2, never a traceback,
+and nothing started (a store setting RocksDB refused was a trace and exit 1)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from api.server import EXIT_BAD_SETTINGS
+from tests.api.helpers import ROOT, free_port
+
+
+def _serve(data_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Must stop by itself: a server that started is killed at the timeout (a failure)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TIMERSTORE_")}
+    cmd = [sys.executable, "-m", "timerstore", "serve", "--port", str(free_port())]
+    return subprocess.run(
+        [*cmd, "--data-dir", str(data_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**clean, **env},
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "line"),
+    [
+        (
+            {"TIMERSTORE_ROCKS__BLOB_MIN_BYTES": "-1"},
+            "timerstore serve: rocks.blob_min_bytes must be at least 0",
+        ),
+        (
+            {"TIMERSTORE_ROCKS__LOG_RETENTION_MS": "-1"},
+            "timerstore serve: rocks.log_retention_ms must be at least 1",
+        ),
+        (
+            {"TIMERSTORE_ENGINE__TICK_MS": "5ms"},
+            "timerstore serve: invalid setting engine.tick_ms (TIMERSTORE_ENGINE__TICK_MS): "
+            "Expected `int`, got '5ms'",
+        ),
+        (
+            {"TIMERSTORE_LOG_FORMT": "json"},
+            "timerstore serve: unknown setting TIMERSTORE_LOG_FORMT "
+            "(did you mean TIMERSTORE_LOG_FORMAT?)",
+        ),
+    ],
+)
+def test_a_bad_setting_is_one_line_and_exit_2(
+    tmp_path: Path, env: dict[str, str], line: str
+) -> None:
+    done = _serve(tmp_path / "data", env)
+    assert done.returncode == EXIT_BAD_SETTINGS, done.stderr
+    assert done.stderr.strip().splitlines() == [line], done.stderr
+    assert not (tmp_path / "data").exists()  # refused before the store was opened
