@@ -8,9 +8,10 @@ the field that breaks one; ``RouteTable`` is the one owner of the routes, persis
 dispatcher.
 
 A change applies to timers that fall due after it: each stored entry keeps the route it
-replaced and the time of the change, and a timer whose key time lies before that time
-still goes the old way (one level of history: two changes within one backlog send the
-oldest timers the middle route).
+replaced and the time of the change, and a timer that fell due before that time (its key
+time and its creation both lie before it: ``routing_sink._due_ms``) still goes the old
+way (one level of history: two changes within one backlog send the oldest timers the
+middle route).
 """
 
 from __future__ import annotations
@@ -156,12 +157,12 @@ class RouteTable:
         entry = self._entries.get(topic)
         return None if entry is None or entry.route == LOG_ROUTE else entry.route
 
-    def route_for(self, topic: str, key_ms: int) -> Route:
-        """The route of a timer whose key time is ``key_ms`` (the dispatcher's question)."""
+    def route_for(self, topic: str, due_ms: int) -> Route:
+        """The route of a timer that fell due at ``due_ms`` (the dispatcher's question)."""
         entry = self._entries.get(topic)
         if entry is None:
             return LOG_ROUTE
-        return entry.route if key_ms >= entry.since_ms else entry.previous
+        return entry.route if due_ms >= entry.since_ms else entry.previous
 
     def put(self, topic: str, route: Route, now_ms: int) -> Route:
         """Store a checked route durably; it applies to timers due from ``now_ms`` on."""

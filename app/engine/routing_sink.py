@@ -6,8 +6,11 @@ its own sender (a pooled client), its own bounded concurrency and its own cap on
 in flight. Lanes run on one asyncio loop in a thread of their own, so the dispatcher
 hands them work without waiting; what they settle (delivered, failed) is collected by
 the dispatcher on its next turn and committed there. A lane at its cap takes nothing
-more: its timers are deferred (rescheduled ``busy_retry_ms`` later, no attempt counted),
-so one dead endpoint can neither fill the delivery queue nor block other topics.
+more: its timers are deferred (rescheduled, no attempt counted), so one dead endpoint can
+neither fill the delivery queue nor block other topics. A deferral rewrites the timers in
+the store, so the lane spreads what it defers behind what it deferred before, at the
+rate it settles (``Lane.defer_ms``): a backlog is rewritten about twice, not every
+``busy_retry_ms`` until the route catches up (a busy loop that starved the route too).
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import threading
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -31,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 class RouteLookup(Protocol):
-    def route_for(self, topic: str, key_ms: int) -> Route: ...
+    def route_for(self, topic: str, due_ms: int) -> Route: ...
 
     def live_routes(self) -> set[Route]: ...
 
@@ -55,6 +60,10 @@ class RouteSender(Protocol):
 SenderFactory = Callable[[Route, SinkSettings, Clock], RouteSender]
 
 
+DEFER_MAX_MS = 60_000  # a saturated lane defers timers at most this far ahead
+RATE_WINDOW_S = 1.0  # a lane's settle rate is measured over at least this long
+
+
 class Lane:
     """One route's sender, concurrency limit and in-flight count."""
 
@@ -63,6 +72,12 @@ class Lane:
         self.limit = asyncio.Semaphore(settings.concurrency)
         self.cap = settings.max_in_flight
         self.in_flight = 0
+        self.settled = 0  # timers answered since the lane opened
+        self._busy_retry_ms = settings.busy_retry_ms
+        # until measured, the lane is taken to settle its cap every busy_retry_ms
+        self._rate_per_s = settings.max_in_flight * 1000 / settings.busy_retry_ms
+        self._horizon_ms = 0  # the timers deferred so far come back before this time
+        self._window: tuple[float, int] = (time.monotonic(), 0)  # (monotonic s, settled)
         self._lock = threading.Lock()
 
     def reserve(self, n: int) -> bool:
@@ -75,6 +90,36 @@ class Lane:
     def _free(self, n: int) -> None:
         with self._lock:
             self.in_flight -= n
+            self.settled += n
+
+    def defer_ms(self, n: int, now_ms: int) -> int:
+        """How far to defer ``n`` timers the lane had no room for: ``busy_retry_ms`` when
+        nothing deferred is still to come back, else behind the timers deferred before,
+        with room for ``n`` more at the rate the lane settled while saturated; at most
+        DEFER_MAX_MS (a clock that jumped back, a stalled endpoint that recovers) unless
+        ``busy_retry_ms`` is longer."""
+        with self._lock:
+            self._measure(now_ms)
+            soonest_ms = now_ms + self._busy_retry_ms
+            latest_ms = now_ms + max(DEFER_MAX_MS, self._busy_retry_ms)
+            start_ms = min(max(soonest_ms, self._horizon_ms), latest_ms)
+            spread_ms = math.ceil(n * 1000 / self._rate_per_s)
+            self._horizon_ms = min(start_ms + spread_ms, latest_ms)
+            return start_ms - now_ms
+
+    def _measure(self, now_ms: int) -> None:
+        """Update the settle rate over the window since the last (lock held). A window
+        starts anew when the deferred timers have all come back: the rate is measured
+        while the lane is saturated, where it is the route's own pace. Deferred timers
+        are spread at twice that rate: a lane fed more slowly than it can go would measure
+        only how fast it was fed, and stay that slow."""
+        now_s, (since_s, since_settled) = time.monotonic(), self._window
+        if self._horizon_ms <= now_ms:
+            self._window = (now_s, self.settled)
+        elif now_s - since_s >= RATE_WINDOW_S:
+            rate = (self.settled - since_settled) / (now_s - since_s)
+            self._rate_per_s = max(2 * rate, 1000 / DEFER_MAX_MS)
+            self._window = (now_s, self.settled)
 
     async def run(self, timers: Sequence[DueTimer], out: deque[Settled]) -> None:
         """Send ``timers``; every one is answered in ``out`` exactly once."""
@@ -96,6 +141,13 @@ class Lane:
         rest = _rest(timers, done)
         if rest:  # a sender that forgot some: never strand them
             report(Settled(rest, Outcome.RELEASED))
+
+
+def _due_ms(t: DueTimer) -> int:
+    """When ``t`` fell due: its key time, or its creation when that came later. A past-due
+    timer's key time is clamped to the scan cursor, which lags the clock by up to a tick,
+    so one scheduled just after a route change would otherwise take the replaced route."""
+    return max(t.key_ms, t.record.created_at_ms)
 
 
 def _rest(timers: Sequence[DueTimer], done: set[bytes]) -> list[DueTimer]:
@@ -138,7 +190,7 @@ class RoutingSink:
     def submit(self, batch: Sequence[DueTimer]) -> list[Settled]:
         groups: dict[Route, list[DueTimer]] = defaultdict(list)
         for t in batch:
-            groups[self._routes.route_for(t.topic, t.key_ms)].append(t)
+            groups[self._routes.route_for(t.topic, _due_ms(t))].append(t)
         settled: list[Settled] = []
         for route, timers in groups.items():
             if route.sink == LOG_SINK:
@@ -150,24 +202,28 @@ class RoutingSink:
     def _try_dispatch(self, route: Route, timers: list[DueTimer]) -> Settled | None:
         """None when a lane took the timers, else what became of them."""
         try:
-            taken = self._dispatch(route, timers)
+            lane = self._lane(route)
+            taken = self._dispatch(lane, timers)
         except Exception as exc:  # the sink boundary: a client that cannot be built
             log.exception("route %s could not take %d timers", route.sink, len(timers))
             error = f"{type(exc).__name__}: {exc}"[:200]
             return Settled(timers, Outcome.FAILED, route.sink, error, route.max_attempts)
         if not taken:
             busy = f"route {route.sink} busy: {self._settings.max_in_flight} in flight"
-            ms = self._settings.busy_retry_ms
+            ms = lane.defer_ms(len(timers), self._clock.now_ms())
             return Settled(timers, Outcome.DEFERRED, route.sink, busy, defer_ms=ms)
         return None
 
-    def _dispatch(self, route: Route, timers: list[DueTimer]) -> bool:
+    def _lane(self, route: Route) -> Lane:
         self.start()  # idempotent: a service whose engine never started still delivers
         lane = self._lanes.get(route)
         if lane is None:
             self._prune()
             sender = self._senders[route.sink](route, self._settings, self._clock)
             lane = self._lanes[route] = Lane(sender, self._settings)
+        return lane
+
+    def _dispatch(self, lane: Lane, timers: list[DueTimer]) -> bool:
         if not lane.reserve(len(timers)):
             return False
         assert self._loop is not None

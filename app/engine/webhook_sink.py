@@ -6,7 +6,8 @@ Body (JSON): ``topic``, ``id``, ``payload`` (text) or ``payload_b64`` (binary),
 every attempt, for the receiver to drop duplicates: delivery is at-least-once) and
 ``Timerstore-Signature: t=<epoch ms>,v1=<hex HMAC-SHA256 of the secret over
 "<t>.<raw body>">``. Any 2xx is success; any other status, a connection error or the
-route's timeout is a failed attempt (the dispatcher backs off, then dead-letters).
+route's timeout is a failed attempt (the dispatcher backs off, then dead-letters). The
+timeout bounds the whole attempt (connect, send, the answer and its body), not each read.
 """
 
 from __future__ import annotations
@@ -61,9 +62,9 @@ class WebhookSender:
         self._secret = route.secret
         self._max_attempts = route.max_attempts
         self._clock = clock
-        timeout = (route.timeout_ms or settings.default_timeout_ms) / 1000
+        self._timeout_s = (route.timeout_ms or settings.default_timeout_ms) / 1000
         limits = httpx.Limits(max_connections=settings.concurrency)
-        self._client = httpx.AsyncClient(timeout=timeout, limits=limits)
+        self._client = httpx.AsyncClient(timeout=self._timeout_s, limits=limits)
 
     async def send(
         self, timers: Sequence[DueTimer], limit: asyncio.Semaphore, report: Report
@@ -88,8 +89,10 @@ class WebhookSender:
             SIGNATURE_HEADER: sign(self._secret, now_ms, body),
         }
         try:
-            response = await self._client.post(self._url, content=body, headers=headers)
-        except httpx.TimeoutException:
+            # httpx's timeout is per read: a body trickled a byte at a time never hits it
+            async with asyncio.timeout(self._timeout_s):
+                response = await self._client.post(self._url, content=body, headers=headers)
+        except (httpx.TimeoutException, TimeoutError):
             return "webhook timed out"
         except httpx.HTTPError as exc:
             return f"webhook {type(exc).__name__}: {exc}"[:200]

@@ -2,7 +2,8 @@
 
 It checks every request's ``Timerstore-Signature`` the way a user's receiver would (the
 README's example), records what arrived, and answers by a rule the test sets: a status
-per (id, attempt), or a hang past the sender's timeout.
+per (id, attempt), or a hang past the sender's timeout. With ``body_bytes`` it answers a
+body, one byte every ``byte_interval_s``: a slow response no single read waits long for.
 """
 
 from __future__ import annotations
@@ -54,10 +55,13 @@ class Receiver:
     secret: str
     rule: Rule = lambda body: 200
     hang_s: float = 2.0
+    body_bytes: int = 0
+    byte_interval_s: float = 0.0
     arrivals: list[Arrival] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     in_progress: int = 0
     max_in_progress: int = 0
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> str:
         receiver = self
@@ -93,17 +97,29 @@ class Receiver:
                 headers = dict(request.headers.items())
                 self.arrivals.append(Arrival(body, headers, signed, status, received_ms))
             request.send_response(status)
-            request.send_header("Content-Length", "0")
+            request.send_header("Content-Length", str(self.body_bytes))
             request.end_headers()
+            self._send_body(request)
         finally:
             with self.lock:
                 self.in_progress -= 1
+
+    def _send_body(self, request: BaseHTTPRequestHandler) -> None:
+        for _ in range(self.body_bytes):
+            if self.stopping.wait(self.byte_interval_s):
+                return
+            try:
+                request.wfile.write(b"x")
+                request.wfile.flush()
+            except OSError:  # the sender gave up and closed the connection
+                return
 
     def ok(self) -> list[Arrival]:
         with self.lock:
             return [a for a in self.arrivals if 200 <= a.status < 300]
 
     def stop(self) -> None:
+        self.stopping.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(10)

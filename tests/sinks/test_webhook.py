@@ -89,6 +89,23 @@ def test_hung_receiver_times_out_as_a_failed_attempt(routed, receiver):
     assert r.store.get("hung", "h1").last_error == "webhook timed out"
 
 
+def test_a_slow_response_past_the_route_timeout_is_a_failed_attempt(routed, receiver):
+    """The route's timeout bounds the whole attempt: a receiver that answers 200 but
+    sends its body a byte every 100 ms (2 s in all) never makes one read wait 300 ms."""
+    _, url = receiver(body_bytes=20, byte_interval_s=0.1)
+    r = routed()
+    r.route("trickle", sink="webhook", url=url, secret="s3cr3t", timeout_ms=300, max_attempts=1)
+    r.store.schedule([NewTimer("trickle", "t1", now_ms())], now_ms())
+
+    def settled() -> bool:
+        stats = r.store.stats()
+        return stats.delivered + stats.dead_lettered == 1
+
+    wait_for(settled, what="the attempt settled")
+    view = r.store.get("trickle", "t1")
+    assert (view.state, view.last_error) == (TimerState.DEAD_LETTERED, "webhook timed out")
+
+
 def test_saturated_route_defers_without_holding_up_other_topics(routed, receiver):
     recv, url = receiver(rule=lambda body: None, hang_s=1.0)
     r = routed(concurrency=2, max_in_flight=4, busy_retry_ms=100)
@@ -132,7 +149,9 @@ def test_route_change_applies_to_timers_due_after_it(rocks_store, receiver):
         [NewTimer("o", "before", t0 - 1000), NewTimer("o", "after", t0 + 5000)], t0
     )
     hook = check_route(Route("webhook", url, "s3cr3t"), settings)
-    routes.put("o", hook, t0)  # "before" fell due before the change: it keeps the log
+    # "before" fell due (and was scheduled) before the change: it keeps the log; a timer
+    # scheduled in the very millisecond of a change counts as scheduled after it
+    routes.put("o", hook, t0 + 1)
     try:
         assert engine.run_once(t0) == 1
         clock.advance(5000)
@@ -150,6 +169,39 @@ def test_route_change_applies_to_timers_due_after_it(rocks_store, receiver):
     assert [m.id for m in rocks_store.read_log("o", 0, 10)] == ["before", "later"]
     assert [a.body["id"] for a in recv.arrivals] == ["after"]
     assert rocks_store.get("o", "after").sink == "webhook"
+
+
+def test_a_past_due_timer_scheduled_after_a_route_change_takes_the_new_route(rocks_store, receiver):
+    """A past-due timer's key time is clamped to the scan cursor, which lags the clock by
+    up to a tick: scheduled right after a route was set, it still falls due after it."""
+    from app.clock import FakeClock
+    from app.engine import Engine
+    from app.engine.routing_sink import RoutingSink
+    from app.routing import Route, RouteTable, SinkSettings, check_route
+    from tests.sinks.conftest import FAST, SENDERS
+
+    recv, url = receiver()
+    clock = FakeClock(1_700_000_000_000)
+    settings = SinkSettings(stop_wait_ms=500)
+    routes = RouteTable(rocks_store.control)
+    engine = Engine(rocks_store, clock, FAST, sink=RoutingSink(routes, settings, clock, SENDERS))
+    try:
+        assert engine.run_once(clock.now_ms()) == 0  # the scan cursor is at now + 1
+        routes.put("o", check_route(Route("webhook", url, "s3cr3t"), settings), clock.advance(5))
+        now = clock.advance(1)
+        [result] = rocks_store.schedule([NewTimer("o", "overdue", now - 60_000)], now)
+        assert result.deliver_at_ms < now - 1  # clamped to the cursor, before the change
+
+        def delivered() -> bool:  # run_once also commits what the lane settled
+            engine.run_once(clock.now_ms())
+            return rocks_store.stats().delivered == 1
+
+        wait_for(delivered, what="the overdue timer delivered")
+    finally:
+        engine.stop()
+    assert rocks_store.get("o", "overdue").sink == "webhook"
+    assert [a.body["id"] for a in recv.ok()] == ["overdue"]
+    assert rocks_store.read_log("o", 0, 10) == []
 
 
 def test_a_route_whose_client_cannot_be_built_fails_attempts_not_the_engine(rocks_store):
