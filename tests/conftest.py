@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -47,3 +48,20 @@ def rocks_store(tmp_path) -> Iterator[RocksTimerStore]:
     store = RocksTimerStore(RocksSettings(str(tmp_path / "rocks"), statistics=True))
     yield store
     store.close()
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """Put back the logging that ``configure_logging`` changes (handlers, levels)."""
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    names = ("uvicorn", "uvicorn.error", "uvicorn.access", "apscheduler", "httpx", "httpcore")
+    loggers = {n: logging.getLogger(n) for n in names}
+    kept = {n: (list(g.handlers), g.propagate, g.level) for n, g in loggers.items()}
+    yield
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+    for name, (handlers, propagate, level) in kept.items():
+        loggers[name].handlers[:] = handlers
+        loggers[name].propagate = propagate
+        loggers[name].setLevel(level)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import io
 import json
-import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -32,22 +31,6 @@ ROUTES = {
         "secret": "hmac-secret",
     },
 }
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    saved = (list(root.handlers), root.level)
-    names = ("uvicorn", "uvicorn.error", "uvicorn.access", "apscheduler")
-    loggers = {n: logging.getLogger(n) for n in names}
-    kept = {n: (list(g.handlers), g.propagate, g.level) for n, g in loggers.items()}
-    yield
-    root.handlers[:] = saved[0]
-    root.setLevel(saved[1])
-    for name, (handlers, propagate, level) in kept.items():
-        loggers[name].handlers[:] = handlers
-        loggers[name].propagate = propagate
-        loggers[name].setLevel(level)
 
 
 @pytest.mark.parametrize("log_format", ["json", "text"])

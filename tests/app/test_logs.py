@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -23,22 +22,6 @@ from storage.protocol import LOG_SINK, NewTimer
 from storage.rocks import RocksSettings, RocksTimerStore
 from tests.app.webhook_engine import webhook_engine
 from tests.sinks.receiver import Receiver, wait_for
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    saved = (list(root.handlers), root.level)
-    names = ("uvicorn", "uvicorn.error", "uvicorn.access", "apscheduler")
-    loggers = {n: logging.getLogger(n) for n in names}
-    kept = {n: (list(g.handlers), g.propagate, g.level) for n, g in loggers.items()}
-    yield
-    root.handlers[:] = saved[0]
-    root.setLevel(saved[1])
-    for name, (handlers, propagate, level) in kept.items():
-        loggers[name].handlers[:] = handlers
-        loggers[name].propagate = propagate
-        loggers[name].setLevel(level)
 
 
 def _lines(stream: io.StringIO) -> list[dict]:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 
 from client import AsyncTimerStoreClient, MessagePage, TimerStoreClient, spec
 from tests.api.helpers import ThreadServer, make_settings
+from tests.sinks.receiver import wait_for
 
 POLLS = 100  # httpx's default pool: this many long-polls held every connection of it
 
@@ -30,13 +30,6 @@ def server(tmp_path: Path) -> Iterator[tuple[ThreadServer, str]]:
         srv.stop()
 
 
-def _until(done: Callable[[], bool], what: str, timeout_s: float = 15) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        time.sleep(0.01)  # polling a state, not ordering events
-
-
 def _parked(srv: ThreadServer) -> int:
     return sum(srv.service.notifier.waiting(f"lp{i}") for i in range(POLLS))
 
@@ -47,7 +40,7 @@ def test_long_polls_leave_connections_for_other_calls(
     srv, url = server
     with TimerStoreClient(url, timeout_s=2) as ts, ThreadPoolExecutor(POLLS) as pool:
         polls = [pool.submit(ts.consume, f"lp{i}", wait_ms=20_000) for i in range(POLLS)]
-        _until(lambda: _parked(srv) == POLLS, "every long-poll parked")
+        wait_for(lambda: _parked(srv) == POLLS, timeout_s=15, what="every long-poll parked")
         # before the fix: PoolTimeout after timeout_s, every connection held by a poll
         done = ts.schedule_many([spec(f"lp{i}", id=f"m{i}", delay_ms=0) for i in range(POLLS)])
         assert done.scheduled == POLLS
@@ -83,7 +76,7 @@ def test_async_long_polls_leave_connections_for_other_calls(
 def test_a_delivered_timer_names_its_sink(base_url: str) -> None:
     with TimerStoreClient(base_url) as ts:
         ts.schedule("s", id="d", delay_ms=0)
-        _until(lambda: ts.get("s", "d").state == "delivered", "delivered")
+        wait_for(lambda: ts.get("s", "d").state == "delivered", timeout_s=15, what="delivered")
         assert ts.get("s", "d").sink == "log"
 
 
@@ -111,9 +104,9 @@ def test_dead_letters_of_a_topic_are_replayed_and_purged(base_url: str, refusing
         def dead() -> bool:
             return all(ts.get("dead", f"x{i}").state == "dead_lettered" for i in range(2))
 
-        _until(dead, "two dead letters")
+        wait_for(dead, timeout_s=15, what="two dead letters")
         assert ts.replay_topic("dead") == 2
-        _until(dead, "dead again: the route still refuses")
+        wait_for(dead, timeout_s=15, what="dead again: the route still refuses")
         assert ts.purge_dead_letters(topic="alive") == 0
         assert ts.purge_dead_letters(topic="dead") == 2
         assert ts.dead_letters().timers == []
