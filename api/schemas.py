@@ -17,7 +17,14 @@ from app.routing import Route, SinkKind
 from app.stats import ServiceStats
 from app.timer_requests import MAX_DELAY_MS, MAX_TIME_MS
 from storage.names import NAME_MAX_BYTES, NAME_PATTERN
-from storage.protocol import IngestReport, LoggedMessage, NewTimer, ScheduleResult, TimerView
+from storage.protocol import (
+    IngestReport,
+    LoggedMessage,
+    NewTimer,
+    ScheduleResult,
+    TimerState,
+    TimerView,
+)
 
 NAME_DESCRIPTION = f"1 to {NAME_MAX_BYTES} bytes of A-Z a-z 0-9 . _ : -"
 STAGE_DIR_PATTERN = "^[^\\u0000]+$"  # any path but one with a NUL byte
@@ -323,6 +330,24 @@ def timer_from_view(v: TimerView) -> Timer:
         given(v.last_error),
         given(v.sink),
     )
+
+
+def timer_from_replay(r: ScheduleResult, before: TimerView | None) -> Timer:
+    """A replayed dead letter: pending, due at ``r``'s time, no attempt yet, with the
+    payload, headers and requested time of the dead letter read just before the replay.
+    Without that read (the dead letter came between the two calls) the fields it would
+    have given are left out."""
+    if before is None or before.state != TimerState.DEAD_LETTERED:
+        return Timer(r.topic, r.id, "pending", r.deliver_at_ms, r.created_at_ms, 0)
+    pending = msgspec.structs.replace(
+        before,
+        state=TimerState.PENDING,
+        deliver_at_ms=r.deliver_at_ms,
+        created_at_ms=r.created_at_ms,
+        attempts=0,
+        last_error=None,
+    )
+    return timer_from_view(pending)
 
 
 def timer_from_schedule(r: ScheduleResult, t: NewTimer) -> Timer:

@@ -298,7 +298,14 @@ class TimerService:
     async def dead_letters(self, *, topic: str | None, limit: int, cursor: str | None) -> TimerPage:
         return await self.call(self.store.dead_letters, topic=topic, limit=limit, after=cursor)
 
-    async def replay(self, topic: str, timer_id: str) -> ScheduleResult:
+    async def replay(self, topic: str, timer_id: str) -> tuple[ScheduleResult, TimerView | None]:
+        """Schedule one dead letter again, due now; with the result, the identity as it was
+        read just before (the dead letter: its payload, headers and requested time, which
+        the replay keeps), for the answer to show the whole timer."""
+        before = await self.call(self.store.get, topic, timer_id)
+        return await self._replay_one(topic, timer_id), before
+
+    async def _replay_one(self, topic: str, timer_id: str) -> ScheduleResult:
         now_ms = self.clock.now_ms()
         result = await self.call(self.store.replay_dead_letter, topic, timer_id, now_ms)
         self.telemetry.replayed.inc()
@@ -311,7 +318,7 @@ class TimerService:
             limit = self.limits.max_page_limit
             page = await self.dead_letters(topic=topic, limit=limit, cursor=cursor)
             for view in page.timers:
-                await self.replay(view.topic, view.id)
+                await self._replay_one(view.topic, view.id)
                 replayed += 1
             if page.next_cursor is None or not page.timers:
                 return replayed

@@ -10,7 +10,7 @@ from api.docs import responses, timer_links
 from api.params import Cursor, PageLimit, TimerIdPath, TopicFilter, TopicPath
 from api.responses import MsgspecJSONResponse
 from api.routes.deps import page_limit, service_of
-from api.schemas import Purged, Replayed, Timer, TimerList, timer_from_view
+from api.schemas import Purged, Replayed, TimerList, timer_from_replay, timer_from_view
 
 router = APIRouter(prefix="/v1/deadletters", tags=["deadletters"])
 
@@ -46,9 +46,8 @@ async def list_dead_letters(
     ),
 )
 async def replay_dead_letter(request: Request, topic: TopicPath, timer_id: TimerIdPath) -> Response:
-    result = await service_of(request).replay(topic, timer_id)
-    timer = Timer(result.topic, result.id, "pending", result.deliver_at_ms, result.created_at_ms, 0)
-    return MsgspecJSONResponse(timer)
+    result, before = await service_of(request).replay(topic, timer_id)
+    return MsgspecJSONResponse(timer_from_replay(result, before))
 
 
 @router.post(

@@ -210,7 +210,7 @@ class _FailingSink(CallbackSink):
 
 def test_dead_letters_list_and_replay(fake_api_factory) -> None:
     api: FakeApi = fake_api_factory(sink=_FailingSink(), engine={"max_attempts": 1})
-    _schedule(api, topic="d", id="x", delay_ms=0, payload="p")
+    _schedule(api, topic="d", id="x", delay_ms=0, payload="p", headers={"h": "1"})
     api.deliver_due()
     page = api.client.get("/v1/deadletters").json()
     assert [(t["id"], t["state"]) for t in page["timers"]] == [("x", "dead_lettered")]
@@ -218,6 +218,10 @@ def test_dead_letters_list_and_replay(fake_api_factory) -> None:
     assert api.client.get("/v1/timers/d/x").json()["state"] == "dead_lettered"
     r = api.client.post("/v1/deadletters/d/x/replay")
     assert r.status_code == 200 and r.json()["state"] == "pending", r.text
+    replayed = r.json()  # the whole timer, as GET shows it: payload, headers, requested time
+    assert replayed == api.client.get("/v1/timers/d/x").json()
+    assert (replayed["payload"], replayed["headers"], replayed["attempts"]) == ("p", {"h": "1"}, 0)
+    assert "requested_deliver_at_ms" in replayed and "last_error" not in replayed
     assert api.client.get("/v1/timers/d/x").json()["state"] == "pending"
     assert api.client.get("/v1/deadletters").json()["timers"] == []
     assert api.client.post("/v1/deadletters/d/x/replay").status_code == 404
