@@ -35,6 +35,11 @@ from storage.rocks import keys as layout
 from storage.rocks.counters import DEAD_LETTERS_COUNTED_KEY, CounterDelta, Counters
 from storage.rocks.db import RocksHandles, RocksSettings, iter_keys, multi_get, open_db
 
+# how far a writer's time may lie behind the scan cursor before it is taken for a clock
+# stepped back (see RocksCore.follow_clock): a request's time is read before it waits
+# for the lock, so it may be older than the scanner's last scan by that wait
+CLOCK_STEP_TOLERANCE_MS = 1_000
+
 
 class RocksCore:
     """The open database, the lock, the counters, the in-flight set and the scan cursor."""
@@ -102,6 +107,32 @@ class RocksCore:
         """The earliest key time a new timer may get without landing behind the scanner."""
         floor_ms = layout.timer_key_ms(self.scan_from)
         return floor_ms if len(self.scan_from) == 8 else floor_ms + 1
+
+    def follow_clock(self, now_ms: int, tolerance_ms: int = 0) -> int:
+        """The clamp floor for work done at ``now_ms`` (lock held), after lowering the scan
+        cursor, and the watermark with it, to ``now_ms + 1`` when the clock has stepped back
+        more than ``tolerance_ms`` below them.
+
+        Without this a clock stepped back by an hour delays every new timer by that hour:
+        new keys clamp to the cursor, which keeps the old time. Lowering is safe: every key
+        below the old cursor is in flight or deleted, so the scanner walks those tombstones
+        once more and skips its in-flight keys; ``rewind_cursor`` forgets the clean ranges
+        a new key may now land in; and the watermark follows at once, or housekeeping's
+        range delete below it (and a restart's scan from it) would lose a key written
+        under it. The scanner calls this with no tolerance (its clock only moves back
+        when the system clock does); writers with a tolerance, since a request's time may
+        be a little older than the scanner's last scan.
+        """
+        floor_ms = self.clamp_floor_ms()
+        if floor_ms <= now_ms + 1 + tolerance_ms:
+            return floor_ms
+        floor_ms = now_ms + 1
+        self.rewind_cursor(layout.u64(floor_ms))
+        if self.counters.watermark_ms > floor_ms:
+            delta = self.delta()
+            delta.watermark_ms = floor_ms
+            self.write(rd.WriteBatch(raw_mode=True), delta)
+        return floor_ms
 
     def delivered_in_ranges(self, keys: list[bytes]) -> set[bytes]:
         """Of these timer keys (an ``ids`` key time joined with its ident, not in flight),

@@ -23,7 +23,7 @@ from storage.errors import ConflictError, NotFoundError
 from storage.names import validate_name
 from storage.protocol import LOG_SINK, DueTimer, ScheduleResult, TimerState
 from storage.rocks import keys as layout
-from storage.rocks.core import RocksCore
+from storage.rocks.core import CLOCK_STEP_TOLERANCE_MS, RocksCore
 from storage.rocks.counters import SINK_TOTAL_PREFIX, CounterDelta
 from storage.rocks.db import iter_items, multi_get
 
@@ -44,7 +44,9 @@ def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
     unpack, decode_record = layout.unpack_u64, records.decode_record
     append, mark = out.append, in_flight.add
     with core.lock:
-        timers = iter_items(core.handles.cfs["timers"], core.scan_from, options)
+        h = core.handles  # under the lock: a close() that won it raises StoreClosedError
+        core.follow_clock(now_ms)  # the clock stepped back: scan (and clamp) from now on
+        timers = iter_items(h.cfs["timers"], core.scan_from, options)
         last = None
         clean = True  # no in-flight key of another batch between our first and last
         exhausted = True  # every key below now + 1 was seen
@@ -238,7 +240,7 @@ def replay_dead_letter(core: RocksCore, topic: str, timer_id: str, now_ms: int) 
         if current is not None:
             _refuse_replay(core, topic, timer_id, ident, current)
         letter = records.decode_dead_letter(raw)
-        key_ms = max(now_ms, core.clamp_floor_ms())
+        key_ms = max(now_ms, core.follow_clock(now_ms, CLOCK_STEP_TOLERANCE_MS))
         record = msgspec.structs.replace(letter.record, attempts=0)
         batch = rd.WriteBatch(raw_mode=True)
         delta = core.delta()

@@ -22,7 +22,7 @@ from storage.errors import ConflictError
 from storage.names import validate_idents, validate_name
 from storage.protocol import CancelOutcome, CancelResult, NewTimer, ScheduleResult, TimerState
 from storage.rocks import keys as layout
-from storage.rocks.core import RocksCore
+from storage.rocks.core import CLOCK_STEP_TOLERANCE_MS, RocksCore
 from storage.rocks.counters import CounterDelta
 from storage.rocks.db import multi_get
 
@@ -40,7 +40,7 @@ def schedule(core: RocksCore, timers: Sequence[NewTimer], now_ms: int) -> list[S
     with core.lock:
         h = core.handles  # under the lock: a close() that won it raises StoreClosedError
         found = multi_get(h.cfs["ids"], names.idents_in_order)
-        floor_ms = core.clamp_floor_ms()
+        floor_ms = core.follow_clock(now_ms, CLOCK_STEP_TOLERANCE_MS)
         delta = core.delta()
         if found.count(None) == len(idents) == len(set(names.idents_in_order)):
             batch, results = _new_timers_batch(timers, names, floor_ms, now_ms, delta, h.handles)

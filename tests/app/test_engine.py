@@ -33,6 +33,21 @@ def test_past_due_timers_are_delivered_once(rocks_store, clock):
     assert [m.id for m in delivered_log(rocks_store)] == ["old"]
 
 
+def test_after_the_clock_steps_back_new_timers_wait_their_delay_not_the_step(rocks_store, clock):
+    now = clock.now_ms()
+    rocks_store.schedule([NewTimer("orders", "before", now + 10)], now)
+    engine = Engine(rocks_store, clock)
+    assert engine.run_once(clock.advance(10)) == 1
+    clock.set(now - 3_600_000)  # an NTP step back of an hour
+    engine.run_once(clock.now_ms())  # the scanner's next tick
+    back = clock.now_ms()
+    rocks_store.schedule([NewTimer("orders", "after", back + 1000)], back)
+    assert engine.run_once(clock.advance(999)) == 0
+    assert engine.run_once(clock.advance(1)) == 1
+    assert [m.id for m in delivered_log(rocks_store)] == ["before", "after"]
+    assert engine.lateness.summary().early == 0
+
+
 def test_queue_capacity_bounds_what_is_in_flight(rocks_store, clock):
     now = clock.now_ms()
     rocks_store.schedule([NewTimer("orders", f"t{i:04d}", now) for i in range(1000)], now)

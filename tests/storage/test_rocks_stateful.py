@@ -1,10 +1,11 @@
 """The RocksDB store against a plain in-memory model, step by step (hypothesis.stateful).
 
 Schedule, reschedule, cancel, due, commit (whole batches and parts of them), retry,
-release and restart interleave on a real RocksDB in a temporary directory; after every
-step the store's view of every identity, its counters and its topic log must equal the
-model's. Whole-batch commits take the delete_range path, partial ones the point deletes,
-and releases and retries rewind the scanner, so the range bookkeeping is exercised too.
+release, housekeeping, the clock stepping back and restart interleave on a real RocksDB
+in a temporary directory; after every step the store's view of every identity, its
+counters and its topic log must equal the model's. Whole-batch commits take the
+delete_range path, partial ones the point deletes, and releases and retries rewind the
+scanner, so the range bookkeeping is exercised too.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from storage.errors import ConflictError
 from storage.protocol import LOG_SINK, CancelOutcome, DueTimer, NewTimer, TimerState
 from storage.rocks import RocksSettings, RocksTimerStore
+from storage.rocks.core import CLOCK_STEP_TOLERANCE_MS
 
 NOW = 1_700_000_000_000
 IDS = [f"t{i}" for i in range(6)]
@@ -44,6 +46,8 @@ class RocksVsModel(RuleBasedStateMachine):
         self.settings = RocksSettings(self.dir + "/db")
         self.store = RocksTimerStore(self.settings)
         self.now_ms = NOW
+        self.latest_ms = NOW  # the clock's highest reading so far
+        self.scanned_ms: int | None = None  # the time of the last due scan
         self.model: dict[tuple[str, str], Model] = {}
         self.batches: list[list[DueTimer]] = []
         self.log: dict[str, list[str]] = {}
@@ -66,6 +70,11 @@ class RocksVsModel(RuleBasedStateMachine):
         [result] = self.store.schedule([timer], self.now_ms)
         assert result.replaced == (known is not None)
         assert result.deliver_at_ms >= self.now_ms + delay_ms  # never earlier than asked
+        # nor later than asked (or than the next scan) by a clock stepped back: once a due
+        # scan ran at the stepped time, or once the step is past the writers' tolerance
+        stepped = self.scanned_ms is not None and self.scanned_ms > self.now_ms
+        slack_ms = CLOCK_STEP_TOLERANCE_MS if stepped else 0
+        assert result.deliver_at_ms <= max(self.now_ms + delay_ms, self.now_ms + 1 + slack_ms)
         self.model[(topic, tid)] = Model(TimerState.PENDING, result.deliver_at_ms, payload)
 
     @rule(topic=st.sampled_from(TOPICS), tid=st.sampled_from(IDS))
@@ -83,6 +92,8 @@ class RocksVsModel(RuleBasedStateMachine):
     @rule(advance_ms=st.integers(0, 40), limit=st.integers(1, 4))
     def due(self, advance_ms: int, limit: int) -> None:
         self.now_ms += advance_ms
+        self.latest_ms = max(self.latest_ms, self.now_ms)
+        self.scanned_ms = self.now_ms
         batch = self.store.due(self.now_ms, limit)
         for t in batch:
             known = self.model[(t.topic, t.id)]
@@ -134,7 +145,8 @@ class RocksVsModel(RuleBasedStateMachine):
     @rule()
     def drain(self) -> None:
         """Far in the future every pending timer is due: none may be lost or duplicated."""
-        self.now_ms += 10_000
+        self.now_ms = self.latest_ms = self.latest_ms + 10_000
+        self.scanned_ms = self.now_ms
         pending = {k for k, m in self.model.items() if m.state == TimerState.PENDING}
         batch = self.store.due(self.now_ms, 1000)
         assert {(t.topic, t.id) for t in batch} == pending
@@ -142,6 +154,15 @@ class RocksVsModel(RuleBasedStateMachine):
             self.model[(t.topic, t.id)].state = TimerState.IN_FLIGHT
         if batch:
             self.batches.append(batch)
+
+    @rule(back_ms=st.integers(1, 3 * CLOCK_STEP_TOLERANCE_MS))
+    def step_clock_back(self, back_ms: int) -> None:
+        self.now_ms -= back_ms
+
+    @rule()
+    def housekeep(self) -> None:
+        """Advances the watermark and range-deletes below it: it must never take a live key."""
+        self.store.housekeep(self.now_ms)
 
     @rule()
     def restart(self) -> None:
