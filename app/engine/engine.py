@@ -1,7 +1,9 @@
 """The delivery engine: scanner -> delivery queue -> dispatcher -> sink.
 
 Memory is bounded by configuration: at most ``queue_capacity`` timers are queued, plus
-one batch in the dispatcher's hands; the number of pending timers never matters.
+one batch in the dispatcher's hands, plus what each external route's lane holds (at most
+``sinks.max_in_flight``, or one batch; see README "Semantics"); the number of pending
+timers never matters.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Timers routed to the embedded log settle at once (the store's commit is their de
 exactly-once). Timers routed to a webhook or a Redis stream go to that route's *lane*:
 its own sender (a pooled client), its own bounded concurrency and its own cap on timers
 in flight. Lanes run on one asyncio loop in a thread of their own, so the dispatcher
-hands them work without waiting; what they settle (delivered, failed) is collected by
-the dispatcher on its next turn and committed there. A lane at its cap takes nothing
+hands them work without waiting; what they settle (delivered, failed) wakes the
+dispatcher's settler, which collects and commits it at once. A lane at its cap takes nothing
 more: its timers are deferred (rescheduled, no attempt counted), so one dead endpoint can
 neither fill the delivery queue nor block other topics. A deferral rewrites the timers in
 the store, so the lane spreads what it defers behind what it deferred before, at the
@@ -67,7 +67,8 @@ RATE_WINDOW_S = 1.0  # a lane's settle rate is measured over at least this long
 class Lane:
     """One route's sender, concurrency limit and in-flight count."""
 
-    def __init__(self, sender: RouteSender, settings: SinkSettings) -> None:
+    def __init__(self, route: Route, sender: RouteSender, settings: SinkSettings) -> None:
+        self.route = route
         self.sender = sender
         self.limit = asyncio.Semaphore(settings.concurrency)
         self.cap = settings.max_in_flight
@@ -121,14 +122,14 @@ class Lane:
             self._rate_per_s = max(2 * rate, 1000 / DEFER_MAX_MS)
             self._window = (now_s, self.settled)
 
-    async def run(self, timers: Sequence[DueTimer], out: deque[Settled]) -> None:
-        """Send ``timers``; every one is answered in ``out`` exactly once."""
+    async def run(self, timers: Sequence[DueTimer], out: Report) -> None:
+        """Send ``timers``; every one is answered to ``out`` exactly once."""
         done: set[bytes] = set()
 
         def report(item: Settled) -> None:
             done.update(t.key for t in item.timers)
             self._free(len(item.timers))
-            out.append(item)
+            out(item)
 
         try:
             await self.sender.send(timers, self.limit, report)
@@ -136,8 +137,13 @@ class Lane:
             report(Settled(_rest(timers, done), Outcome.RELEASED))
         except Exception as exc:  # a sender bug must not strand timers in flight
             log.exception("route sender failed")
+            # the route's attempt: its sink (metrics, logs) and its max_attempts (httpx
+            # raises InvalidURL, no HTTPError, for a url like http://999.1.1.1/ that the
+            # route's pattern accepts)
             error = f"{type(exc).__name__}: {exc}"
-            report(Settled(_rest(timers, done), Outcome.FAILED, error=error))
+            route = self.route
+            rest = _rest(timers, done)
+            report(Settled(rest, Outcome.FAILED, route.sink, error, route.max_attempts))
         rest = _rest(timers, done)
         if rest:  # a sender that forgot some: never strand them
             report(Settled(rest, Outcome.RELEASED))
@@ -172,6 +178,7 @@ class RoutingSink:
         self._senders = senders
         self._lanes: dict[Route, Lane] = {}
         self._settled: deque[Settled] = deque()
+        self._has_settled = threading.Event()  # set with each answer, cleared by collect
         self._running: set[Future[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -220,14 +227,14 @@ class RoutingSink:
         if lane is None:
             self._prune()
             sender = self._senders[route.sink](route, self._settings, self._clock)
-            lane = self._lanes[route] = Lane(sender, self._settings)
+            lane = self._lanes[route] = Lane(route, sender, self._settings)
         return lane
 
     def _dispatch(self, lane: Lane, timers: list[DueTimer]) -> bool:
         if not lane.reserve(len(timers)):
             return False
         assert self._loop is not None
-        future = asyncio.run_coroutine_threadsafe(lane.run(timers, self._settled), self._loop)
+        future = asyncio.run_coroutine_threadsafe(lane.run(timers, self._answered), self._loop)
         self._running.add(future)
         future.add_done_callback(self._running.discard)
         return True
@@ -245,8 +252,17 @@ class RoutingSink:
         """Routes with an open lane (a pooled client)."""
         return len(self._lanes)
 
+    def _answered(self, item: Settled) -> None:
+        """A lane's answer (on the loop): queued for ``collect``, which it wakes."""
+        self._settled.append(item)
+        self._has_settled.set()
+
+    def wait_settled(self, timeout_s: float) -> bool:
+        return self._has_settled.wait(timeout_s)
+
     def collect(self) -> list[Settled]:
         """What settled since the last call, like outcomes merged (one commit each)."""
+        self._has_settled.clear()  # before draining: an answer appended after is not missed
         merged: dict[tuple[object, ...], list[DueTimer]] = {}
         first: dict[tuple[object, ...], Settled] = {}
         while self._settled:

@@ -57,8 +57,9 @@ class SettlingSink(Protocol):
 
     ``submit`` hands over a batch without waiting for slow endpoints and answers what is
     settled already (the embedded-log part, a saturated route's deferral); ``collect``
-    answers what has settled since the last call. Every timer submitted is answered
-    exactly once, by one or the other, until ``stop`` returns.
+    answers what has settled since the last call, and ``wait_settled`` waits for there to
+    be some. Every timer submitted is answered exactly once, by one or the other, until
+    ``stop`` returns.
     """
 
     name: str
@@ -70,6 +71,11 @@ class SettlingSink(Protocol):
     def submit(self, batch: Sequence[DueTimer]) -> list[Settled]: ...
 
     def collect(self) -> list[Settled]: ...
+
+    def wait_settled(self, timeout_s: float) -> bool:
+        """True as soon as something settled since the last ``collect`` (at once when it
+        has), False after ``timeout_s`` without."""
+        ...
 
 
 class TopicLogSink:

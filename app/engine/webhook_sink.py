@@ -8,6 +8,8 @@ every attempt, for the receiver to drop duplicates: delivery is at-least-once) a
 "<t>.<raw body>">``. Any 2xx is success; any other status, a connection error or the
 route's timeout is a failed attempt (the dispatcher backs off, then dead-letters). The
 timeout bounds the whole attempt (connect, send, the answer and its body), not each read.
+Only the first ``ANSWER_BODY_MAX_BYTES`` of the answer's body are read: a receiver that
+answers a huge or endless body costs neither memory nor the rest of the timeout.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from storage.protocol import DueTimer
 
 WEBHOOK_SINK = "webhook"
 SIGNATURE_HEADER = "Timerstore-Signature"
+# The body is not used (the status decides), but a short one is read to its end so the
+# connection goes back to the pool; past this much it is dropped with the connection.
+ANSWER_BODY_MAX_BYTES = 64 * 1024
 _encode = msgspec.json.Encoder().encode
 
 
@@ -90,15 +95,28 @@ class WebhookSender:
         }
         try:
             # httpx's timeout is per read: a body trickled a byte at a time never hits it
-            async with asyncio.timeout(self._timeout_s):
-                response = await self._client.post(self._url, content=body, headers=headers)
+            async with (
+                asyncio.timeout(self._timeout_s),
+                self._client.stream("POST", self._url, content=body, headers=headers) as answer,
+            ):
+                await _read_body_prefix(answer)
         except (httpx.TimeoutException, TimeoutError):
             return "webhook timed out"
         except httpx.HTTPError as exc:
             return f"webhook {type(exc).__name__}: {exc}"[:200]
-        if 200 <= response.status_code < 300:
+        if 200 <= answer.status_code < 300:
             return None
-        return f"webhook answered {response.status_code}"
+        return f"webhook answered {answer.status_code}"
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+async def _read_body_prefix(answer: httpx.Response) -> None:
+    """Read the answer's body up to ANSWER_BODY_MAX_BYTES, raw (a gzip bomb is not
+    inflated); leaving the stream with more to come closes its connection."""
+    read = 0
+    async for chunk in answer.aiter_raw():
+        read += len(chunk)
+        if read > ANSWER_BODY_MAX_BYTES:
+            return
