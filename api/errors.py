@@ -8,8 +8,10 @@ table. Bad input never becomes a 500: msgspec and FastAPI validation errors are 
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -19,7 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.routing import Match
 
-from api.schemas import ErrorBody, ErrorDetail, ProblemItem, given
+from api.schemas import NAME_DESCRIPTION, ErrorBody, ErrorDetail, ProblemItem, given
 from storage.errors import (
     ConflictError,
     ForbiddenError,
@@ -49,6 +51,7 @@ DOMAIN_STATUS: tuple[tuple[type[TimerStoreError], int, dict[str, str] | None], .
 _AT_PATH = re.compile(r" - at `\$\.?(.*)`$")
 _UNKNOWN = re.compile(r"Object contains unknown field `(.*)`")
 _MISSING = re.compile(r"Object missing required field `(.*)`")
+_PATH_PARAM = re.compile(r"{(\w+)(?::\w+)?}")  # {name} or {name:convertor} in a route's path
 
 
 def error_response(
@@ -132,6 +135,10 @@ async def _request_validation_handler(request: Request, exc: Exception) -> Respo
 
 async def _http_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        empty = empty_path_names(request)
+        if empty is not None:
+            return error_response(422, empty)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     headers = dict(exc.headers) if exc.headers else None
     if exc.status_code == 405:
@@ -143,15 +150,57 @@ def allowed_methods(request: Request) -> list[str]:
     """Every method some route serves on this path (Starlette's 405 names only the first
     matching route's, so ``Allow`` would disagree with the document)."""
     methods: set[str] = set()
+    for route in _routes(request):
+        if route.matches(request.scope)[0] is not Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
+def _routes(request: Request) -> Iterator[Any]:
+    """Every route of the app, those of included routers too."""
     routes = list(request.app.router.routes)
     while routes:
         route = routes.pop()
         nested = getattr(route, "effective_candidates", None)  # FastAPI's included routers
         if nested is not None:
             routes.extend(nested())
-        elif route.matches(request.scope)[0] is not Match.NONE:
-            methods.update(getattr(route, "methods", None) or ())
-    return sorted(methods)
+        else:
+            yield route
+
+
+def empty_path_names(request: Request) -> ErrorDetail | None:
+    """The 422 for a path that names a route but leaves a name in it empty, or None.
+
+    A route's parameter never matches an empty segment, so ``GET /v1/timers/orders/`` or
+    ``POST /v1/deadletters//x/replay`` found no route and was a bare "Not Found". Matched
+    again with empty segments allowed, such a path names the route and what it left out.
+    """
+    for route in _routes(request):
+        template: str | None = getattr(route, "path", None)
+        if not template or request.method not in (getattr(route, "methods", None) or ()):
+            continue
+        match = _empty_segments_regex(template).fullmatch(request.scope["path"])
+        empty = [name for name, value in (match.groupdict() if match else {}).items() if not value]
+        if empty:
+            problems = [
+                ProblemItem(name, f"{name}: must not be empty in {template} ({NAME_DESCRIPTION})")
+                for name in empty
+            ]
+            detail = ErrorDetail("invalid", problems[0].message, empty[0])
+            if len(problems) > 1:
+                detail.problems = problems
+            return detail
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _empty_segments_regex(template: str) -> re.Pattern[str]:
+    """``template``'s path with every ``{name}`` matching one segment, empty or not."""
+    parts = _PATH_PARAM.split(template)  # literal, name, literal, name, ..., literal
+    pattern = "".join(
+        re.escape(part) if i % 2 == 0 else f"(?P<{part}>[^/]*)" for i, part in enumerate(parts)
+    )
+    return re.compile(pattern)
 
 
 async def _unexpected_handler(request: Request, exc: Exception) -> Response:

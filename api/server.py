@@ -9,21 +9,33 @@ once with status 130. That loses no acknowledged write: a schedule or cancel is
 acknowledged only after its WriteBatch is in RocksDB's write-ahead log, which survives
 the process; timers that were in flight are still in the store and are delivered after
 the restart (the embedded topic log commits delivery in the same batch, so none twice).
+
+Start: the port is bound and listening before the store opens, and while it opens (a
+RocksDB write-ahead-log replay can take minutes) a forked probe process answers on it:
+/healthz 200, /readyz 503 "starting", anything else 503. Then uvicorn takes the sockets
+over; connections made meanwhile wait in the listen backlog.
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
+import http.server
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
+import time
 from types import FrameType
 from typing import Any
+from urllib.parse import urlsplit
 
+import msgspec
 import uvicorn
 
+from api.schemas import ErrorBody, ErrorDetail, Health
 from app.config import Settings, load_settings
 from app.logs import configure_logging
 from app.service import TimerService
@@ -36,6 +48,14 @@ FORCED_EXIT_CODE = 130
 EXIT_BAD_SETTINGS = 2
 EXIT_STORE_UNAVAILABLE = 3  # the data directory cannot be opened: the message says why
 EXIT_CANNOT_LISTEN = 4  # host:port cannot be bound (uvicorn would exit 3, as a bad store)
+LISTEN_BACKLOG = 2048  # uvicorn's, which listens on the same sockets after the store opened
+STARTING_MESSAGE = (
+    "the service is starting: the store is still opening (replaying a long write-ahead log "
+    "can take minutes); retry later"
+)
+PROBE_POLL_S = 0.05  # how soon the probe process's listeners notice they are to stop
+PROBE_IDLE_S = 2.0  # a probe connection that sends nothing for this long is dropped
+PROBE_STOP_S = 5.0  # the probe process then has this long to finish its answers
 
 
 def register(subparsers: Any) -> None:
@@ -81,7 +101,8 @@ class GracefulServer(uvicorn.Server):
 
 def bind_listeners(host: str, port: int) -> list[socket.socket]:
     """Sockets bound to every address ``host`` resolves to, as asyncio's create_server
-    binds them (SO_REUSEADDR, IPv6 sockets v6-only); uvicorn then listens on them.
+    binds them (SO_REUSEADDR, IPv6 sockets v6-only), and listening: the probe process
+    answers on them while the store opens, uvicorn after that.
 
     Bound before anything starts, so a port in use is an OSError here, not uvicorn's
     log line and ``sys.exit(3)`` after the service started (3 means a bad store here).
@@ -96,6 +117,7 @@ def bind_listeners(host: str, port: int) -> list[socket.socket]:
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
+            sock.listen(LISTEN_BACKLOG)
     except OSError:
         close_all(bound)
         raise
@@ -120,6 +142,124 @@ def cannot_listen_message(host: str, port: int, exc: OSError) -> str:
     return f"cannot listen on {host}:{port}: {reason}; {todo}"
 
 
+def opening_answer(method: str, path: str) -> tuple[int, bytes]:
+    """The probe process's answer while the store opens: the process is up (/healthz),
+    not ready (/readyz), and nothing else is served yet (the error shape of a 503)."""
+    if method in ("GET", "HEAD") and path == "/healthz":
+        return 200, msgspec.json.encode(Health("ok"))
+    if method in ("GET", "HEAD") and path == "/readyz":
+        return 503, msgspec.json.encode(Health("starting"))
+    return 503, msgspec.json.encode(ErrorBody(ErrorDetail("unavailable", STARTING_MESSAGE)))
+
+
+class OpeningProbeHandler(http.server.BaseHTTPRequestHandler):
+    """One request a connection (HTTP/1.0), answered by ``opening_answer``."""
+
+    timeout = PROBE_IDLE_S
+
+    def do_GET(self) -> None:
+        status, body = opening_answer(self.command, urlsplit(self.path).path)
+        length = self.headers.get("Content-Length", "")
+        if length.isdigit() and int(length) <= 1 << 20:
+            self.rfile.read(int(length))  # read, or closing with it unread resets the answer
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if status == 503:
+            self.send_header("Retry-After", "1")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_GET
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Nothing: the server's stderr must hold one line if the store cannot be opened."""
+
+
+class OpeningProbeServer(http.server.ThreadingHTTPServer):
+    """An HTTP server on one socket that is already bound and listening."""
+
+    daemon_threads = False  # server_close waits for the answers in progress
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__(sock.getsockname()[:2], OpeningProbeHandler, bind_and_activate=False)
+        self.socket.close()  # the unbound socket socketserver made
+        self.socket = sock
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that left or sent garbage: nothing to do, and nowhere to say it."""
+
+
+class ProbeProcess:
+    """A forked process that answers on the listeners while this one opens the store.
+
+    A process, not a thread: rocksdict holds the GIL for the whole of RocksDB's open, WAL
+    replay included (2.4 s for a 150 MB WAL here), so no thread of the server process, nor
+    uvicorn's event loop, could answer meanwhile. It stops when this process closes its
+    end of a pipe: when ``stop`` is called, or when this process dies (killed while it
+    opens), so it never outlives the server.
+    """
+
+    def __init__(self, listeners: list[socket.socket]) -> None:
+        read_end, self._write_end = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the probe process: answer until the pipe closes, then exit
+            try:
+                os.close(self._write_end)
+                serve_until_closed(listeners, read_end)
+            finally:
+                os._exit(0)  # never run the server's cleanup or flush its buffers
+        os.close(read_end)
+
+    def stop(self) -> None:
+        """Close the pipe and wait for the answers in progress (kill after PROBE_STOP_S)."""
+        os.close(self._write_end)
+        deadline = time.monotonic() + PROBE_STOP_S
+        while os.waitpid(self.pid, os.WNOHANG)[0] == 0:
+            if time.monotonic() > deadline:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+                return
+            time.sleep(0.005)
+
+
+def serve_until_closed(listeners: list[socket.socket], read_end: int) -> None:
+    """The probe process's work: answer on every listener until ``read_end`` is closed."""
+    servers = [OpeningProbeServer(sock) for sock in listeners]
+    threads = [threading.Thread(target=s.serve_forever, args=(PROBE_POLL_S,)) for s in servers]
+    for thread in threads:
+        thread.start()
+    os.read(read_end, 1)  # b"" when the server process closed its end (or died)
+    for server, thread in zip(servers, threads, strict=True):
+        server.shutdown()
+        server.server_close()  # closes this process's copy of the socket only
+        thread.join()
+
+
+def open_answering_probes(settings: Settings, listeners: list[socket.socket]) -> TimerStore:
+    """Open the store while the probe process answers on ``listeners`` (where fork exists)."""
+    if not hasattr(os, "fork"):
+        return open_store(settings)
+    probes = ProbeProcess(listeners)
+    try:
+        return open_store(settings)
+    finally:
+        probes.stop()
+
+
+def graceful_shutdown_s(settings: Settings) -> float:
+    """``shutdown_grace_ms`` in seconds, to the millisecond (it was rounded down to whole
+    seconds, and 0 to 1). uvicorn annotates the timeout as int but only hands it to
+    ``asyncio.wait_for``, which takes a float (uvicorn 0.54, ``Server.shutdown``).
+
+    0 means requests in progress are not waited for: they are cancelled at once. It is
+    passed as 1 ms, because ``wait_for`` with 0 cancels even a wait with nothing to wait
+    for, and uvicorn then logs "Cancel 0 running task(s)" as an error at every stop.
+    """
+    return max(settings.shutdown_grace_ms, 1) / 1000
+
+
 def build_server(settings: Settings, store: TimerStore | None = None) -> GracefulServer:
     """The server; ``store``, when given, is an already opened store the service takes over."""
     from api.app import create_app  # the app is only built when serving
@@ -136,7 +276,7 @@ def build_server(settings: Settings, store: TimerStore | None = None) -> Gracefu
         log_level=settings.log_level,
         access_log=settings.log_level == "debug",
         log_config=None,  # app.logs.configure_logging set the root handler for every logger
-        timeout_graceful_shutdown=max(1, settings.shutdown_grace_ms // 1000),
+        timeout_graceful_shutdown=graceful_shutdown_s(settings),  # type: ignore[arg-type]
         lifespan="on",
     )
     return GracefulServer(config, service)
@@ -156,7 +296,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_SETTINGS
     configure_logging(settings.log_format, settings.log_level)  # uvicorn's logs follow it
     # bound, then opened, before uvicorn starts: a port in use or a bad data directory is
-    # one line, not a traceback, each with its own exit status
+    # one line, not a traceback, each with its own exit status (the probe process that
+    # answers meanwhile writes nothing)
     try:
         listeners = bind_listeners(settings.host, settings.port)
     except OSError as exc:
@@ -165,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CANNOT_LISTEN
     try:
         try:
-            store = open_store(settings)
+            store = open_answering_probes(settings, listeners)
         except StoreOpenError as exc:
             print(f"timerstore serve: {exc.message}", file=sys.stderr)
             return EXIT_STORE_UNAVAILABLE

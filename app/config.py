@@ -67,7 +67,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     log_format: Literal["text", "json"] = "text"  # json: one JSON object per line
     metrics_public: bool = False  # True: /metrics needs no API key
-    shutdown_grace_ms: int = 10_000  # in-flight requests, then queued batches, may finish
+    # after SIGTERM, requests in progress may finish for this long (to the millisecond; 0:
+    # they are cancelled at once); queued batches then have engine.stop_drain_ms
+    shutdown_grace_ms: int = 10_000
     engine: EngineSettings = msgspec.field(default_factory=EngineSettings)
     limits: RequestLimits = msgspec.field(default_factory=RequestLimits)
     housekeeping: HousekeepingSettings = msgspec.field(default_factory=HousekeepingSettings)

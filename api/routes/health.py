@@ -1,4 +1,9 @@
-"""Liveness and readiness (no auth: load balancers and orchestrators call them)."""
+"""Liveness and readiness (no auth: load balancers and orchestrators call them).
+
+Each also answers HEAD, as GET without the body (same status and headers): some load
+balancers probe with HEAD. The HEAD operations are routes of their own, so that each has
+its own operationId in the OpenAPI document.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from api.schemas import Health
 
 router = APIRouter(tags=["health"])
 _HEALTH = {"content": {"application/json": {"schema": ref("Health")}}}
+_HEAD = " (HEAD: the same status and headers, no body)"
 
 
 @router.get(
@@ -37,3 +43,23 @@ async def readyz(request: Request) -> Response:
     if service_of(request).ready:
         return MsgspecJSONResponse(Health("ready"))
     return MsgspecJSONResponse(Health("not_ready"), status_code=503)
+
+
+router.add_api_route(
+    "/healthz",
+    healthz,
+    methods=["HEAD"],
+    name="healthz_head",
+    summary="The process is up" + _HEAD,
+    response_class=Response,
+    responses={200: {"description": "up"}},
+)
+router.add_api_route(
+    "/readyz",
+    readyz,
+    methods=["HEAD"],
+    name="readyz_head",
+    summary="The store is open and the engine running" + _HEAD,
+    response_class=Response,
+    responses={200: {"description": "ready"}, 503: {"description": "starting or shutting down"}},
+)

@@ -1,0 +1,171 @@
+"""``timerstore serve`` answers its probes while the store opens.
+
+The port listens before the store opens (a long RocksDB WAL replay can take minutes, and
+an orchestrator kills a pod whose liveness probe gets no answer): /healthz 200, /readyz
+503 "starting", every other route 503 with the error shape. The open is held up for
+real: the wheel store's ``shape`` file is a FIFO, whose ``open`` blocks in the server
+until the test writes the record into it (the correct one, or a bad one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from api.server import EXIT_STORE_UNAVAILABLE
+from tests.api.helpers import ROOT, free_port, make_settings
+
+SHAPE_OF_DEFAULTS = b'{"precision_ms": %d, "slots": %d}'
+
+
+class OpeningServer:
+    """``timerstore serve --store wheel`` whose open waits for the FIFO ``wheel/shape``."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        (data_dir / "wheel").mkdir(parents=True)
+        self.fifo = data_dir / "wheel" / "shape"
+        os.mkfifo(self.fifo)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.stderr_path = data_dir.parent / "stderr.txt"
+        cmd = [sys.executable, "-m", "timerstore", "serve", "--store", "wheel"]
+        cmd += ["--port", str(self.port), "--data-dir", str(data_dir)]
+        with open(self.stderr_path, "wb") as stderr:
+            self.proc = subprocess.Popen(
+                cmd, cwd=ROOT, env={"PATH": "/usr/bin:/bin"}, stdout=stderr, stderr=stderr
+            )
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def wait_for_healthz(self) -> None:
+        """Poll until /healthz answers 200 while the store is (still) opening."""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, "server exited:\n" + self.stderr()
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError("/healthz got no answer while the store opened:\n" + self.stderr())
+
+    def finish_opening(self, record: bytes) -> None:
+        """Write ``record`` into the FIFO the server's open is reading."""
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError:  # ENXIO: the server has not opened it for reading yet
+                assert time.monotonic() < deadline, "the store never read its shape file"
+                time.sleep(0.02)
+        try:
+            os.write(fd, record)
+        finally:
+            os.close(fd)
+
+    def probe_process(self) -> int:
+        """The pid of the forked process that answers while the store opens."""
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        [pid] = children.split()
+        return int(pid)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def opening(tmp_path: Path) -> Iterator[OpeningServer]:
+    server = OpeningServer(tmp_path / "data")
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+def _default_shape(data_dir: Path) -> bytes:
+    wheel = make_settings(data_dir).wheel
+    return SHAPE_OF_DEFAULTS % (wheel.precision_ms, wheel.slots)
+
+
+def _refuses_connections(url: str) -> bool:
+    """Nothing listens on the port (a reset or a timeout is not that yet: ask again)."""
+    try:
+        httpx.get(url + "/healthz", timeout=1)
+    except httpx.ConnectError:
+        return True
+    except httpx.TransportError:
+        pass
+    return False
+
+
+def test_probes_answer_while_the_store_opens_then_the_service_serves(
+    opening: OpeningServer,
+) -> None:
+    opening.wait_for_healthz()
+    url = opening.url
+    r = httpx.get(url + "/readyz", timeout=5)
+    assert (r.status_code, r.json()) == (503, {"status": "starting"})
+    r = httpx.head(url + "/healthz", timeout=5)
+    assert (r.status_code, r.content, r.headers["content-type"]) == (200, b"", "application/json")
+    assert httpx.head(url + "/readyz", timeout=5).status_code == 503
+    for method, path in (("GET", "/v1/stats"), ("POST", "/v1/timers"), ("GET", "/metrics")):
+        r = httpx.request(method, url + path, json={"topic": "t", "delay_ms": 1}, timeout=5)
+        assert r.status_code == 503, (method, path, r.text)
+        error = r.json()["error"]
+        assert error["code"] == "unavailable" and "starting" in error["message"], error
+        assert r.headers["retry-after"] == "1"
+
+    opening.finish_opening(_default_shape(opening.data_dir))
+    deadline = time.monotonic() + 30
+    while httpx.get(url + "/readyz", timeout=5).status_code != 200:
+        assert time.monotonic() < deadline, opening.stderr()
+        time.sleep(0.05)
+    r = httpx.post(url + "/v1/timers", json={"topic": "t", "id": "a", "delay_ms": 60_000})
+    assert r.status_code == 201, r.text
+    assert httpx.get(url + "/v1/timers/t/a").json()["state"] == "pending"
+    opening.proc.send_signal(signal.SIGTERM)
+    assert opening.proc.wait(30) == -signal.SIGTERM, opening.stderr()
+
+
+def test_a_store_that_fails_to_open_after_probes_were_answered_is_still_one_line(
+    opening: OpeningServer,
+) -> None:
+    opening.wait_for_healthz()
+    opening.finish_opening(b"not a shape record")
+    assert opening.proc.wait(30) == EXIT_STORE_UNAVAILABLE, opening.stderr()
+    lines = opening.stderr().strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in lines[0], lines  # as before: one line
+    assert lines[0].startswith("timerstore serve: ") and "not a wheel shape record" in lines[0]
+    assert str(opening.fifo) in lines[0]
+    assert _refuses_connections(opening.url)  # the probe process is gone with it
+
+
+def test_the_probe_process_ends_when_the_server_is_killed_while_opening(
+    opening: OpeningServer,
+) -> None:
+    opening.wait_for_healthz()
+    probes = opening.probe_process()
+    try:
+        opening.kill()  # SIGKILL: no cleanup of any kind runs in the server
+        deadline = time.monotonic() + 10
+        while not _refuses_connections(opening.url):  # nothing may go on saying "ok"
+            assert time.monotonic() < deadline, "the probe process outlived the server"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # still there only if the test failed
+            os.kill(probes, signal.SIGKILL)
