@@ -102,7 +102,8 @@ class WebhookSender:
                 await _read_body_prefix(answer)
         except (httpx.TimeoutException, TimeoutError):
             return "webhook timed out"
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL: a route stored
+            # before the url rule refused hosts like 999.1.1.1 (app.routing)
             return f"webhook {type(exc).__name__}: {exc}"[:200]
         if 200 <= answer.status_code < 300:
             return None
