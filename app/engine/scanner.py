@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -10,6 +11,8 @@ from app.engine.delivery_queue import DeliveryQueue
 from app.engine.stage import StageThread
 from app.telemetry import Telemetry
 from storage.protocol import TimerStore
+
+log = logging.getLogger(__name__)
 
 
 class Scanner(StageThread):
@@ -36,10 +39,26 @@ class Scanner(StageThread):
         # everything due at or before this time has been handed to the queue (None: no scan
         # yet); ``now - cursor_ms`` is the scan cursor lag of /metrics
         self.cursor_ms: int | None = None
+        self._last_now_ms: int | None = None  # the clock at the last scan
+
+    def _note_clock(self, now_ms: int) -> None:
+        """Warn once per step when the clock stepped back: the store moves its scan cursor
+        back with it (new timers wait their own delay), but timers asked for before the
+        step wait for the clock to reach their time again: operators should know why."""
+        last = self._last_now_ms
+        self._last_now_ms = now_ms
+        if last is not None and now_ms < last:
+            log.warning(
+                "the clock stepped back by %d ms: timers asked for before the step wait "
+                "for the clock to reach their time again",
+                last - now_ms,
+                extra={"event": "clock_stepped_back", "step_ms": last - now_ms},
+            )
 
     def run_once(self, now_ms: int | None = None) -> int:
         """Fill the queue with timers due at ``now_ms`` as far as it has room; return the count."""
         now_ms = self.clock.now_ms() if now_ms is None else now_ms
+        self._note_clock(now_ms)
         started = time.perf_counter()
         moved = 0
         while (free := self.queue.free()) > 0:

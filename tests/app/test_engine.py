@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -33,7 +34,10 @@ def test_past_due_timers_are_delivered_once(rocks_store, clock):
     assert [m.id for m in delivered_log(rocks_store)] == ["old"]
 
 
-def test_after_the_clock_steps_back_new_timers_wait_their_delay_not_the_step(rocks_store, clock):
+def test_after_the_clock_steps_back_new_timers_wait_their_delay_not_the_step(
+    rocks_store, clock, caplog
+):
+    caplog.set_level(logging.WARNING, logger="app.engine.scanner")
     now = clock.now_ms()
     rocks_store.schedule([NewTimer("orders", "before", now + 10)], now)
     engine = Engine(rocks_store, clock)
@@ -46,6 +50,8 @@ def test_after_the_clock_steps_back_new_timers_wait_their_delay_not_the_step(roc
     assert engine.run_once(clock.advance(1)) == 1
     assert [m.id for m in delivered_log(rocks_store)] == ["before", "after"]
     assert engine.lateness.summary().early == 0
+    steps = [r for r in caplog.records if getattr(r, "event", None) == "clock_stepped_back"]
+    assert [r.step_ms for r in steps] == [3_600_010]  # once, at the first scan after it
 
 
 def test_queue_capacity_bounds_what_is_in_flight(rocks_store, clock):
