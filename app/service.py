@@ -245,7 +245,8 @@ class TimerService:
         store = self.store
         if not isinstance(store, SupportsIngest):
             raise UnsupportedError(f"the {store.name} store cannot ingest SST files")
-        report = await self.call(store.ingest_staged, stage_dir, replace=replace)
+        now_ms = self.clock.now_ms()
+        report = await self.call(store.ingest_staged, stage_dir, replace=replace, now_ms=now_ms)
         self.telemetry.ingested(report.added, report.replaced)
         return report
 

@@ -93,6 +93,13 @@ def service_settings(data_dir: str) -> Settings:
     return load_settings(overrides={"data_dir": data_dir})
 
 
+def offline_floor_ms(watermark_ms: int, now_ms: int) -> int:
+    """The key time of past-due rows imported into a stopped store: its scan starts at its
+    watermark; after a clock stepped back below that, now + 1, since the ingest (given
+    ``now_ms``) then moves the watermark and the scan back there too."""
+    return min(watermark_ms, now_ms + 1)
+
+
 def run_import_command(args: argparse.Namespace) -> int:
     from pipeline import ingest_client
     from pipeline.importer import limits_of, run_import
@@ -108,7 +115,7 @@ def run_import_command(args: argparse.Namespace) -> int:
     settings = service_settings(args.data_dir) if args.data_dir else load_settings()
     if args.data_dir:
         store = RocksTimerStore(settings.rocks_settings())
-        floor_ms = store.stats().watermark_ms  # a stopped store's scan starts there
+        floor_ms = offline_floor_ms(store.stats().watermark_ms, now_ms)
         stage_dir = args.stage_dir or os.path.join(settings.staging_dir(), f"import-{now_ms}")
     else:
         if not args.stage_dir:
@@ -131,7 +138,9 @@ def run_import_command(args: argparse.Namespace) -> int:
             )
         _progress(f"staged {summary.timers} timers in {summary.files} files; ingesting")
         if store is not None:
-            report: Any = store.ingest_staged(summary.stage_dir, replace=args.replace)
+            report: Any = store.ingest_staged(
+                summary.stage_dir, replace=args.replace, now_ms=now_ms
+            )
         else:
             report = ingest_client.post_ingest(
                 args.server, summary.stage_dir, replace=args.replace, admin_key=args.admin_key

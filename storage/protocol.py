@@ -153,7 +153,12 @@ class HousekeepingReport(msgspec.Struct, frozen=True):
 class SupportsIngest(Protocol):
     """A store that can take a bulk import's staged, sorted files (the RocksDB store)."""
 
-    def ingest_staged(self, stage_dir: str, *, replace: bool = False) -> IngestReport: ...
+    def ingest_staged(
+        self, stage_dir: str, *, replace: bool = False, now_ms: int | None = None
+    ) -> IngestReport:
+        """``now_ms``: the time of the ingest, so that a clock stepped back since the store
+        last scanned does not delay the past-due timers it brings (as ``schedule``)."""
+        ...
 
 
 @runtime_checkable

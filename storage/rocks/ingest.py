@@ -17,7 +17,8 @@ file cannot know about the live store:
   below the persisted watermark would be range-deleted by housekeeping, so they are
   moved to the clamp floor (as ``schedule`` clamps); keys between the watermark and the
   scan cursor stay put and the cursor is moved back to the first of them (as ``release``
-  does), so the scanner sees them on its next pass.
+  does), so the scanner sees them on its next pass. Given the ingest's ``now_ms``, a
+  clock stepped back below the cursor moves both back to now first (as ``schedule``).
 
 Not crash-atomic: the two families are ingested by two calls, and the repair batches
 follow the ingestion. A crash between them can leave a skipped conflict replaced or a
@@ -39,7 +40,7 @@ import rocksdict as rd
 from storage.errors import InvalidInputError
 from storage.protocol import IngestReport, Skipped
 from storage.rocks import keys as layout
-from storage.rocks.core import RocksCore
+from storage.rocks.core import CLOCK_STEP_TOLERANCE_MS, RocksCore
 from storage.rocks.counters import CounterDelta
 from storage.rocks.db import RocksHandles, iter_items, multi_get
 from storage.rocks.reads import BoundedIter
@@ -171,7 +172,9 @@ class _Conflicts:
         return len(self.pending) + len(self.in_flight) + len(self.delivered)
 
 
-def ingest_staged(core: RocksCore, stage_dir: str, *, replace: bool = False) -> IngestReport:
+def ingest_staged(
+    core: RocksCore, stage_dir: str, *, replace: bool = False, now_ms: int | None = None
+) -> IngestReport:
     """Ingest a staged import into ``store``; see the module docstring for the rules."""
     started = time.perf_counter()
     manifest = read_manifest(stage_dir)
@@ -186,6 +189,8 @@ def ingest_staged(core: RocksCore, stage_dir: str, *, replace: bool = False) -> 
     first_keys = [bytes.fromhex(f.first_key) for f in manifest.files if f.family == "timers"]
     with core.lock:
         h = core.handles  # under the lock: a close() that won it raises StoreClosedError
+        if now_ms is not None:  # a clock stepped back: past-due rows are due now, not later
+            core.follow_clock(now_ms, CLOCK_STEP_TOLERANCE_MS)
         if first_keys:  # staged keys may fall inside a scanned, not yet committed range
             core.note_key_written(min(first_keys))
         conflicts = _find_conflicts(core, stage_dir, files["ids"])

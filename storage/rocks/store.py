@@ -180,9 +180,11 @@ class RocksTimerStore:
     def housekeep(self, now_ms: int) -> HousekeepingReport:
         return housekeeping.housekeep(self._core, now_ms)
 
-    def ingest_staged(self, stage_dir: str, *, replace: bool = False) -> IngestReport:
+    def ingest_staged(
+        self, stage_dir: str, *, replace: bool = False, now_ms: int | None = None
+    ) -> IngestReport:
         """Ingest a bulk import's staged SST files (see ``storage.rocks.ingest``)."""
-        return ingest.ingest_staged(self._core, stage_dir, replace=replace)
+        return ingest.ingest_staged(self._core, stage_dir, replace=replace, now_ms=now_ms)
 
     def flush(self) -> None:
         """Flush every column family's memtable to SST files (rocksdict's flush is per family)."""

@@ -8,6 +8,7 @@ import pytest
 
 from app.clock import FakeClock
 from app.engine import Engine
+from pipeline.cli import offline_floor_ms
 from storage.errors import InvalidInputError
 from storage.protocol import LOG_SINK, NewTimer, TimerState
 from storage.rocks import RocksSettings, RocksTimerStore
@@ -128,6 +129,29 @@ def test_past_due_import_below_the_watermark_is_moved_up_and_delivered(tmp_path,
     assert set(delivered) >= {"late", "soon"}
     assert delivered["soon"].delivered_at_ms == NOW + 90_000
     assert store.stats().pending == 0
+
+
+def test_an_offline_import_after_the_clock_stepped_back_is_due_at_once(tmp_path):
+    """The clock stepped back an hour while the service was down: past-due rows are due
+    at the new now, as a schedule's timers are, not an hour later (the CLI's floor and
+    the ingest's ``now_ms``)."""
+    settings = RocksSettings(str(tmp_path / "rocks"))
+    store = RocksTimerStore(settings)
+    store.schedule([NewTimer("o", "x", NOW + 5)], NOW)
+    store.commit_delivered(store.due(NOW + 100, 10), NOW + 100, sink=LOG_SINK)
+    store.housekeep(NOW + 100)
+    store.close()
+    back = NOW - 3_600_000
+    store = RocksTimerStore(settings)
+    try:
+        floor_ms = offline_floor_ms(store.stats().watermark_ms, back)
+        stage(tmp_path / "stage", [row("o", "late", back - 10)], now_ms=back, floor_ms=floor_ms)
+        store.ingest_staged(str(tmp_path / "stage"), now_ms=back)
+        assert store.get("o", "late").deliver_at_ms == back + 1
+        store.housekeep(back + 1)  # must not range-delete it below the old watermark
+        assert [t.id for t in store.due(back + 1, 10)] == ["late"]
+    finally:
+        store.close()
 
 
 def test_past_due_import_behind_the_scan_cursor_rewinds_it(tmp_path, store):
