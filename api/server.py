@@ -55,7 +55,8 @@ STARTING_MESSAGE = (
 )
 PROBE_POLL_S = 0.05  # how soon the probe process's listeners notice they are to stop
 PROBE_IDLE_S = 2.0  # a probe connection that sends nothing for this long is dropped
-PROBE_STOP_S = 5.0  # the probe process then has this long to finish its answers
+PROBE_FINISH_S = 0.2  # at the end, answers in progress get this long; idle connections not
+PROBE_STOP_S = 5.0  # after this long the probe process is killed (it should end in FINISH)
 
 
 def register(subparsers: Any) -> None:
@@ -180,7 +181,10 @@ class OpeningProbeHandler(http.server.BaseHTTPRequestHandler):
 class OpeningProbeServer(http.server.ThreadingHTTPServer):
     """An HTTP server on one socket that is already bound and listening."""
 
-    daemon_threads = False  # server_close waits for the answers in progress
+    # server_close does not wait for connections: an idle one (a load balancer's spare) or
+    # one trickling a byte a second held the server's start up by seconds; the answers in
+    # progress get PROBE_FINISH_S in serve_until_closed
+    daemon_threads = True
 
     def __init__(self, sock: socket.socket) -> None:
         super().__init__(sock.getsockname()[:2], OpeningProbeHandler, bind_and_activate=False)
@@ -218,6 +222,11 @@ class ProbeProcess:
         deadline = time.monotonic() + PROBE_STOP_S
         while os.waitpid(self.pid, os.WNOHANG)[0] == 0:
             if time.monotonic() > deadline:
+                log.warning(
+                    "the probe process did not end within %.0f s: killed",
+                    PROBE_STOP_S,
+                    extra={"event": "probe_process_killed"},
+                )
                 os.kill(self.pid, signal.SIGKILL)
                 os.waitpid(self.pid, 0)
                 return
@@ -235,6 +244,10 @@ def serve_until_closed(listeners: list[socket.socket], read_end: int) -> None:
         server.shutdown()
         server.server_close()  # closes this process's copy of the socket only
         thread.join()
+    deadline = time.monotonic() + PROBE_FINISH_S
+    for handler in threading.enumerate():  # what is left: connections, answered or not
+        if handler is not threading.current_thread():
+            handler.join(max(0.0, deadline - time.monotonic()))
 
 
 def open_answering_probes(settings: Settings, listeners: list[socket.socket]) -> TimerStore:

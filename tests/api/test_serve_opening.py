@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -169,3 +171,44 @@ def test_the_probe_process_ends_when_the_server_is_killed_while_opening(
     finally:
         with contextlib.suppress(ProcessLookupError):  # still there only if the test failed
             os.kill(probes, signal.SIGKILL)
+
+
+def _trickle(port: int, stop: threading.Event) -> None:
+    """A client that sends a request line a byte at a time, never finishing it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        for byte in b"GET /healthz HTTP/1.1\r\nHost: x\r\n" * 100:
+            if stop.wait(0.3):
+                return
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:  # the probe process is gone: uvicorn or nothing has the port now
+                return
+
+
+def test_a_client_trickling_a_request_does_not_hold_the_start_up(
+    opening: OpeningServer,
+) -> None:
+    """The probe process waited for every connection it had accepted before it ended, so
+    one trickling client held the start until the probe process was killed (5 s)."""
+    opening.wait_for_healthz()
+    tasks = Path(f"/proc/{opening.probe_process()}/task")
+    idle_threads = len(list(tasks.iterdir()))
+    stop = threading.Event()
+    trickler = threading.Thread(target=_trickle, args=(opening.port, stop))
+    trickler.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(list(tasks.iterdir())) == idle_threads:  # the probe process took it
+            assert time.monotonic() < deadline, "the probe process never took the connection"
+            time.sleep(0.02)
+        opening.finish_opening(_default_shape(opening.data_dir))
+        deadline = time.monotonic() + 30
+        while httpx.get(opening.url + "/readyz", timeout=5).status_code != 200:
+            assert time.monotonic() < deadline, opening.stderr()
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        trickler.join(30)
+    opening.proc.send_signal(signal.SIGTERM)
+    assert opening.proc.wait(30) == -signal.SIGTERM, opening.stderr()
+    assert "probe process did not end" not in opening.stderr()
