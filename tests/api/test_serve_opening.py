@@ -25,6 +25,7 @@ import pytest
 
 from api.server import EXIT_STORE_UNAVAILABLE
 from tests.api.helpers import ROOT, free_port, make_settings
+from tests.sinks.receiver import wait_for
 
 SHAPE_OF_DEFAULTS = b'{"precision_ms": %d, "slots": %d}'
 
@@ -62,6 +63,12 @@ class OpeningServer:
                 pass
             time.sleep(0.05)
         raise AssertionError("/healthz got no answer while the store opened:\n" + self.stderr())
+
+    def ready(self) -> bool:
+        return httpx.get(self.url + "/readyz", timeout=5).status_code == 200
+
+    def wait_until_ready(self) -> None:
+        wait_for(self.ready, 30, "/readyz 200 once the store is open (see stderr.txt)")
 
     def finish_opening(self, record: bytes) -> None:
         """Write ``record`` into the FIFO the server's open is reading."""
@@ -133,10 +140,7 @@ def test_probes_answer_while_the_store_opens_then_the_service_serves(
         assert r.headers["retry-after"] == "1"
 
     opening.finish_opening(_default_shape(opening.data_dir))
-    deadline = time.monotonic() + 30
-    while httpx.get(url + "/readyz", timeout=5).status_code != 200:
-        assert time.monotonic() < deadline, opening.stderr()
-        time.sleep(0.05)
+    opening.wait_until_ready()
     r = httpx.post(url + "/v1/timers", json={"topic": "t", "id": "a", "delay_ms": 60_000})
     assert r.status_code == 201, r.text
     assert httpx.get(url + "/v1/timers/t/a").json()["state"] == "pending"
@@ -164,10 +168,8 @@ def test_the_probe_process_ends_when_the_server_is_killed_while_opening(
     probes = opening.probe_process()
     try:
         opening.kill()  # SIGKILL: no cleanup of any kind runs in the server
-        deadline = time.monotonic() + 10
-        while not _refuses_connections(opening.url):  # nothing may go on saying "ok"
-            assert time.monotonic() < deadline, "the probe process outlived the server"
-            time.sleep(0.05)
+        # nothing may go on saying "ok"
+        wait_for(lambda: _refuses_connections(opening.url), 10, "the probe process to end")
     finally:
         with contextlib.suppress(ProcessLookupError):  # still there only if the test failed
             os.kill(probes, signal.SIGKILL)
@@ -197,15 +199,13 @@ def test_a_client_trickling_a_request_does_not_hold_the_start_up(
     trickler = threading.Thread(target=_trickle, args=(opening.port, stop))
     trickler.start()
     try:
-        deadline = time.monotonic() + 10
-        while len(list(tasks.iterdir())) == idle_threads:  # the probe process took it
-            assert time.monotonic() < deadline, "the probe process never took the connection"
-            time.sleep(0.02)
+        wait_for(
+            lambda: len(list(tasks.iterdir())) > idle_threads,
+            10,
+            "the probe process to take the connection",
+        )
         opening.finish_opening(_default_shape(opening.data_dir))
-        deadline = time.monotonic() + 30
-        while httpx.get(opening.url + "/readyz", timeout=5).status_code != 200:
-            assert time.monotonic() < deadline, opening.stderr()
-            time.sleep(0.05)
+        opening.wait_until_ready()
     finally:
         stop.set()
         trickler.join(30)
