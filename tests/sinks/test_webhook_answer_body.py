@@ -4,7 +4,6 @@ prefix of it and drops the connection, so the answer costs neither memory nor ti
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -101,12 +100,11 @@ def test_an_endless_2xx_body_is_a_delivery_not_a_timeout(routed, flood):
     receiver, url = flood(200, None)
     r = routed()
     r.route("flood", sink="webhook", url=url, secret="k", timeout_ms=1000, max_attempts=1)
-    started = time.monotonic()
     r.store.schedule([NewTimer("flood", "f1", r.clock.now_ms())], r.clock.now_ms())
     wait_for(lambda: settled(r), timeout_s=30, what="the attempt settled")
     view = r.store.get("flood", "f1")
+    # delivered, not failed as "webhook timed out" after reading until the 1 s timeout
     assert (view.state, view.sink) == (TimerState.DELIVERED, "webhook"), view.last_error
-    assert time.monotonic() - started < 1.0  # not held until the 1 s timeout
     wait_for(lambda: receiver.answered == 1, what="the receiver's answer counted")
     assert receiver.sent_bytes < 64 * MIB  # what the socket buffers took, at most
 
