@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,18 +50,16 @@ class OpeningServer:
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
 
+    def healthy(self) -> bool:
+        assert self.proc.poll() is None, "server exited:\n" + self.stderr()
+        try:
+            return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
     def wait_for_healthz(self) -> None:
         """Poll until /healthz answers 200 while the store is (still) opening."""
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, "server exited:\n" + self.stderr()
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("/healthz got no answer while the store opened:\n" + self.stderr())
+        wait_for(self.healthy, 20, "/healthz 200 while the store opens (see stderr.txt)")
 
     def ready(self) -> bool:
         return httpx.get(self.url + "/readyz", timeout=5).status_code == 200
@@ -72,14 +69,17 @@ class OpeningServer:
 
     def finish_opening(self, record: bytes) -> None:
         """Write ``record`` into the FIFO the server's open is reading."""
-        deadline = time.monotonic() + 20
-        while True:
+        opened: list[int] = []
+
+        def reader_waits() -> bool:
             try:
-                fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)
-                break
+                opened.append(os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK))
             except OSError:  # ENXIO: the server has not opened it for reading yet
-                assert time.monotonic() < deadline, "the store never read its shape file"
-                time.sleep(0.02)
+                return False
+            return True
+
+        wait_for(reader_waits, 20, "the store to read its shape file")
+        fd = opened[0]
         try:
             os.write(fd, record)
         finally:

@@ -89,20 +89,25 @@ def flood() -> Iterator[Any]:
         receiver.stop()
 
 
-def settled(r: Any) -> bool:
-    stats = r.store.stats()
-    return bool(stats.delivered + stats.dead_lettered == 1)
+def one_attempt(routed: Any, url: str, timeout_ms: int) -> Any:
+    """One timer, one attempt at ``url``: its view once the attempt settled."""
+    r = routed()
+    r.route("flood", sink="webhook", url=url, secret="k", timeout_ms=timeout_ms, max_attempts=1)
+    r.store.schedule([NewTimer("flood", "f1", r.clock.now_ms())], r.clock.now_ms())
+
+    def settled() -> bool:
+        stats = r.store.stats()
+        return bool(stats.delivered + stats.dead_lettered == 1)
+
+    wait_for(settled, timeout_s=30, what="the attempt settled")
+    return r.store.get("flood", "f1")
 
 
 def test_an_endless_2xx_body_is_a_delivery_not_a_timeout(routed, flood):
     """It was read until the route's timeout, about 300 MB a second into memory, and the
     attempt then failed as "webhook timed out" although the receiver had answered 200."""
     receiver, url = flood(200, None)
-    r = routed()
-    r.route("flood", sink="webhook", url=url, secret="k", timeout_ms=1000, max_attempts=1)
-    r.store.schedule([NewTimer("flood", "f1", r.clock.now_ms())], r.clock.now_ms())
-    wait_for(lambda: settled(r), timeout_s=30, what="the attempt settled")
-    view = r.store.get("flood", "f1")
+    view = one_attempt(routed, url, timeout_ms=1000)
     # delivered, not failed as "webhook timed out" after reading until the 1 s timeout
     assert (view.state, view.sink) == (TimerState.DELIVERED, "webhook"), view.last_error
     wait_for(lambda: receiver.answered == 1, what="the receiver's answer counted")
@@ -111,11 +116,7 @@ def test_an_endless_2xx_body_is_a_delivery_not_a_timeout(routed, flood):
 
 def test_a_huge_error_body_is_not_read_and_the_status_is_the_error(routed, flood):
     receiver, url = flood(500, HUGE_BODY_MIB)
-    r = routed()
-    r.route("flood", sink="webhook", url=url, secret="k", timeout_ms=10_000, max_attempts=1)
-    r.store.schedule([NewTimer("flood", "f1", r.clock.now_ms())], r.clock.now_ms())
-    wait_for(lambda: settled(r), timeout_s=30, what="the attempt settled")
-    view = r.store.get("flood", "f1")
+    view = one_attempt(routed, url, timeout_ms=10_000)
     assert (view.state, view.last_error) == (TimerState.DEAD_LETTERED, "webhook answered 500")
     # the sender read a bounded prefix and closed: the writer stops at the socket buffers
     wait_for(lambda: receiver.answered == 1, what="the receiver's answer counted")
