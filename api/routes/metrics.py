@@ -1,4 +1,8 @@
-"""/metrics: the Prometheus text exposition of ``app.telemetry`` (the api only renders it)."""
+"""/metrics: the Prometheus text exposition of ``app.telemetry`` (the api only renders it).
+
+HEAD answers as GET without the body (some monitoring checks probe with HEAD), as a route
+of its own so that it has its own operationId in the OpenAPI document.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,10 @@ from api.routes.deps import service_of
 from app.telemetry import CONTENT_TYPE
 
 router = APIRouter(tags=["operations"])
+_GUARDED = {
+    401: responses({})[401],  # API keys are set and metrics_public is not
+    503: responses({})[503],  # the service is shutting down
+}
 
 
 @router.get(
@@ -21,9 +29,19 @@ router = APIRouter(tags=["operations"])
             "description": "Prometheus text format",
             "content": {CONTENT_TYPE: {"schema": {"type": "string"}}},
         },
-        401: responses({})[401],  # API keys are set and metrics_public is not
-        503: responses({})[503],  # the service is shutting down
+        **_GUARDED,
     },
 )
 async def metrics(request: Request) -> Response:
     return Response(await service_of(request).metrics(), media_type=CONTENT_TYPE)
+
+
+router.add_api_route(
+    "/metrics",
+    metrics,
+    methods=["HEAD"],
+    name="metrics_head",
+    summary="Prometheus metrics (HEAD: the same status and headers, no body)",
+    response_class=Response,
+    responses={200: {"description": "Prometheus text format"}, **_GUARDED},
+)
