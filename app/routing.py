@@ -169,17 +169,21 @@ class RouteTable:
         return entry.route if due_ms >= entry.since_ms else entry.previous
 
     def put(self, topic: str, route: Route, now_ms: int) -> Route:
-        """Store a checked route durably; it applies to timers due from ``now_ms`` on."""
+        """Store a checked route durably; it applies to timers due from ``now_ms`` on.
+
+        The topic's route already (a PUT sent again, a config tool applying it each
+        deploy) changes nothing: a new entry would make the route the one it "replaced"
+        and send a backlog due before the real change the new way.
+        """
         validate_name("topic", topic)
         with self._lock:
             old = self._entries.get(topic)
-            entry = RouteEntry(route, now_ms, LOG_ROUTE if old is None else old.route)
-            if route == LOG_ROUTE and entry.previous == LOG_ROUTE:
-                self._control.delete(ROUTE_SPACE, topic)
-                self._entries.pop(topic, None)
-            else:
-                self._control.put(ROUTE_SPACE, topic, _encode(entry))
-                self._entries = {**self._entries, topic: entry}
+            current = LOG_ROUTE if old is None else old.route
+            if route == current:
+                return route
+            entry = RouteEntry(route, now_ms, current)
+            self._control.put(ROUTE_SPACE, topic, _encode(entry))
+            self._entries = {**self._entries, topic: entry}
         return route
 
     def delete(self, topic: str, now_ms: int) -> Route:

@@ -6,6 +6,8 @@ of its own so that it has its own operationId in the OpenAPI document.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
@@ -14,7 +16,7 @@ from api.routes.deps import service_of
 from app.telemetry import CONTENT_TYPE
 
 router = APIRouter(tags=["operations"])
-_GUARDED = {
+_GUARDED: dict[int | str, dict[str, Any]] = {
     401: responses({})[401],  # API keys are set and metrics_public is not
     503: responses({})[503],  # the service is shutting down
 }
