@@ -19,6 +19,9 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from app.clock import Clock
 from app.engine.routing_sink import Report
@@ -29,6 +32,11 @@ from storage.protocol import DueTimer
 log = logging.getLogger(__name__)
 
 REDIS_SINK = "redis_stream"
+# A pooled connection that Redis closed (a restart, a failover, its idle timeout) fails
+# the next pipeline at once: one more try on a new connection, so that a Redis that is up
+# again costs no attempt (with max_attempts=1 the batch was dead-lettered). Only a
+# connection error: a timeout is not tried again, so it still ends the attempt.
+_RECONNECT_ONCE = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
 _encode = msgspec.json.Encoder().encode
 
 
@@ -56,6 +64,7 @@ class RedisStreamSender:
             socket_timeout=timeout_s,
             socket_connect_timeout=timeout_s,
             max_connections=settings.concurrency,
+            retry=_RECONNECT_ONCE,
         )
         self._stream = route.stream
         self._maxlen = route.maxlen or settings.default_maxlen
