@@ -85,7 +85,7 @@ class BodyDecoder(Generic[T]):
         try:
             return decoder.decode(body)
         except msgspec.ValidationError as exc:
-            whole = _whole_floats_as_ints(body) if kind == "json" and _FLOAT(str(exc)) else None
+            whole = _whole_floats_as_ints(kind, body) if _FLOAT(str(exc)) else None
             if whole is None:
                 raise invalid_from_msgspec(exc, prefix) from None
             try:
@@ -98,16 +98,19 @@ _FLOAT = re.compile(r"Expected `int[^`]*`, got `float`").search
 _EXACT = 2**53  # beyond this a float does not spell one integer
 
 
-def _whole_floats_as_ints(body: bytes) -> bytes | None:
-    """The JSON body with every whole number (``2.0``, ``1e3``) written as an integer.
+def _whole_floats_as_ints(kind: Kind, body: bytes) -> bytes | None:
+    """The body with every whole number (``2.0``, ``1e3``) written as an integer.
 
     JSON Schema counts ``2.0`` as the integer 2, so the document's ``integer`` fields take
     it; msgspec's strict decoding does not (and its lax mode would also take ``"2"``).
-    Only a body that failed on exactly that is rewritten: the hot path never comes here.
-    None when the body cannot be rewritten (then the first error stands).
+    The msgpack body follows the same schema, so a whole msgpack float counts too (a
+    client whose numbers are floats sends one). Only a body that failed on exactly that
+    is rewritten: the hot path never comes here. None when the body cannot be rewritten
+    (then the first error stands).
     """
+    codec = msgspec.json if kind == "json" else msgspec.msgpack
     try:
-        return msgspec.json.encode(_ints(msgspec.json.decode(body)))
+        return codec.encode(_ints(codec.decode(body)))
     except (*NOT_WELL_FORMED, msgspec.EncodeError, UnicodeError):
         return None
 

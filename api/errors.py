@@ -49,6 +49,8 @@ DOMAIN_STATUS: tuple[tuple[type[TimerStoreError], int, dict[str, str] | None], .
     (StoreClosedError, 503, {"Retry-After": "1"}),
 )
 _AT_PATH = re.compile(r" - at `\$\.?(.*)`$")
+# msgspec's wording for a bad map key (a msgpack header name that is not a string)
+_AT_KEY = re.compile(r" - at `key` in `\$\.?(.*)`$")
 _UNKNOWN = re.compile(r"Object contains unknown field `(.*)`")
 _MISSING = re.compile(r"Object missing required field `(.*)`")
 _PATH_PARAM = re.compile(r"{(\w+)(?::\w+)?}")  # {name} or {name:convertor} in a route's path
@@ -88,9 +90,12 @@ def domain_response(exc: TimerStoreError) -> Response:
 def invalid_from_msgspec(exc: msgspec.ValidationError, prefix: str = "") -> InvalidInputError:
     """A msgspec validation error as InvalidInputError naming the field (``$.a.b`` -> a.b)."""
     text = str(exc)
-    match = _AT_PATH.search(text)
+    key = _AT_KEY.search(text)
+    match = key or _AT_PATH.search(text)
     path = match.group(1) if match else ""
     rule = text[: match.start()] if match else text
+    if key:  # "... - at `key` in `$.headers`": the field is the map whose key broke the rule
+        rule = f"{rule} (a key)"
     unknown = _UNKNOWN.fullmatch(rule) or _MISSING.fullmatch(rule)
     if unknown:  # name the unknown (or missing) field itself, not the object holding it
         path = ".".join(part for part in (path, unknown.group(1)) if part)

@@ -313,13 +313,23 @@ class TimerService:
         return result
 
     async def replay_topic(self, topic: str) -> int:
-        """Replay every dead letter of ``topic`` (pages of ``max_page_limit``)."""
+        """Replay every dead letter of ``topic`` (pages of ``max_page_limit``).
+
+        A dead letter whose topic+id lives again (scheduled anew since: pending, in flight
+        or delivered) stays a dead letter, as its replay alone would be a 409, and one gone
+        meanwhile (cancelled, purged) is passed over: the rest are replayed all the same.
+        Stopping at the first one left the replay half done behind a 409 that said nothing
+        of the timers already replayed, and stuck at that one on every retry.
+        """
         replayed, cursor = 0, None
         while True:
             limit = self.limits.max_page_limit
             page = await self.dead_letters(topic=topic, limit=limit, cursor=cursor)
             for view in page.timers:
-                await self._replay_one(view.topic, view.id)
+                try:
+                    await self._replay_one(view.topic, view.id)
+                except (ConflictError, NotFoundError):
+                    continue
                 replayed += 1
             if page.next_cursor is None or not page.timers:
                 return replayed

@@ -3,6 +3,8 @@ topic) and purge."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
@@ -11,6 +13,7 @@ from api.params import Cursor, PageLimit, TimerIdPath, TopicFilter, TopicPath
 from api.responses import MsgspecJSONResponse
 from api.routes.deps import page_limit, service_of
 from api.schemas import Purged, Replayed, TimerList, timer_from_replay, timer_from_view
+from storage.errors import InvalidInputError
 
 router = APIRouter(prefix="/v1/deadletters", tags=["deadletters"])
 
@@ -53,19 +56,48 @@ async def replay_dead_letter(request: Request, topic: TopicPath, timer_id: Timer
 @router.post(
     "/{topic}/replay",
     summary="Schedule every dead letter of a topic again, due now",
+    description="A dead letter whose topic+id was scheduled again since (its replay alone "
+    "would be a 409) stays a dead letter, and the others are replayed; replayed counts "
+    "the ones replayed. It takes no query parameter (one is a 422 that replays nothing: "
+    "replay one timer with POST /v1/deadletters/{topic}/{id}/replay).",
     response_class=MsgspecJSONResponse,
-    # 409/404 as for one timer: a dead letter whose topic+id is scheduled again meanwhile
-    responses=responses({200: ("how many were replayed", "Replayed")}, 404, 409),
+    # no 404/409: a dead letter scheduled again or gone meanwhile is passed over
+    responses=responses({200: ("how many were replayed", "Replayed")}),
 )
 async def replay_topic(request: Request, topic: TopicPath) -> Response:
+    _refuse_other_queries(request)
     return MsgspecJSONResponse(Replayed(await service_of(request).replay_topic(topic)))
 
 
 @router.delete(
     "",
     summary="Purge dead letters (all, or one topic's)",
+    description="Without topic every dead letter is deleted, so any other query parameter "
+    "(a misspelt filter) or a second topic is a 422 naming it, and nothing is deleted.",
     response_class=MsgspecJSONResponse,
     responses=responses({200: ("how many were purged", "Purged")}),
 )
 async def purge(request: Request, topic: TopicFilter = None) -> Response:
+    _refuse_other_queries(request, frozenset({"topic"}))
     return MsgspecJSONResponse(Purged(await service_of(request).purge_dead_letters(topic)))
+
+
+def _refuse_other_queries(request: Request, allowed: frozenset[str] = frozenset()) -> None:
+    """A bulk operation takes no query parameter but those ``allowed``, each at most once.
+
+    Without ``topic`` a purge deletes every dead letter, and a topic replay sends every
+    dead letter of the topic again: a misspelt filter (``?Topic=orders``), a second topic,
+    or an ``?id=`` meant to pick one timer must be a 422 that changes nothing, not a purge
+    of everything (or of only the last topic given) or a replay of the whole topic.
+    """
+    counts = Counter(name for name, _ in request.query_params.multi_items())
+    unknown = sorted(name for name in counts if name not in allowed)
+    if unknown:
+        takes = f"only {', '.join(sorted(allowed))}" if allowed else "no query parameter"
+        raise InvalidInputError(
+            f"{unknown[0]}: unknown query parameter; this operation takes {takes}",
+            field=unknown[0],
+        )
+    repeated = sorted(name for name, count in counts.items() if count > 1)
+    if repeated:
+        raise InvalidInputError(f"{repeated[0]}: give it at most once", field=repeated[0])

@@ -73,6 +73,9 @@ async def schedule_batch(request: Request) -> Response:
 @router.get(
     "",
     summary="List pending timers in due-time order",
+    description="Follow next_cursor until it is null: with a topic filter a page may hold "
+    "fewer than limit timers, or none, and still have a next_cursor (a request visits at "
+    "most 100 times limit keys, so it never walks an unbounded range).",
     response_class=MsgspecJSONResponse,
     responses=responses(
         {200: ("a page of pending timers", "TimerList")}, links=timer_links("/timers/0")

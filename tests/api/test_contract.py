@@ -136,7 +136,7 @@ def test_dead_letter_topic_routes_state_the_name_rule_and_their_bodies(
     assert topic["schema"]["pattern"] == NAME_PATTERN
     ok = replay["responses"]["200"]["content"]["application/json"]["schema"]
     assert ok == {"$ref": REF_PREFIX + "Replayed"}
-    assert {"404", "409"} <= set(replay["responses"])
+    assert not {"404", "409"} & set(replay["responses"])  # such dead letters are passed over
     purge = doc["paths"]["/v1/deadletters"]["delete"]
     ok = purge["responses"]["200"]["content"]["application/json"]["schema"]
     assert ok == {"$ref": REF_PREFIX + "Purged"}
