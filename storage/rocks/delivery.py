@@ -265,8 +265,9 @@ def _refuse_replay(
         raise ConflictError(
             f"{topic}/{timer_id} is being delivered again", state=TimerState.IN_FLIGHT
         )
-    raise ConflictError(
-        f"{topic}/{timer_id} is pending again; cancel it first", state=TimerState.PENDING
+    raise ConflictError(  # no "cancel it first": a cancel removes the dead letter too
+        f"{topic}/{timer_id} is pending again, scheduled since it was dead-lettered",
+        state=TimerState.PENDING,
     )
 
 
