@@ -140,24 +140,30 @@ async def _request_validation_handler(request: Request, exc: Exception) -> Respo
 
 async def _http_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    if exc.status_code == 404:
+    status, detail = exc.status_code, str(exc.detail)
+    if status == 404:
         empty = empty_path_names(request)
         if empty is not None:
             return error_response(422, empty)
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        if _empty_name_routes(request):  # a route's path, a method it does not take
+            status, detail = 405, "Method Not Allowed"
+    code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
     headers = dict(exc.headers) if exc.headers else None
-    if exc.status_code == 405:
+    if status == 405:
         headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
-    return error_response(exc.status_code, ErrorDetail(code, str(exc.detail)), headers)
+    return error_response(status, ErrorDetail(code, detail), headers)
 
 
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route serves on this path (Starlette's 405 names only the first
-    matching route's, so ``Allow`` would disagree with the document)."""
+    matching route's, so ``Allow`` would disagree with the document); for a path that
+    leaves a name empty, those of the routes it names."""
     methods: set[str] = set()
     for route in _routes(request):
         if route.matches(request.scope)[0] is not Match.NONE:
             methods.update(getattr(route, "methods", None) or ())
+    for route, _, _ in _empty_name_routes(request):
+        methods.update(route.methods)
     return sorted(methods)
 
 
@@ -178,24 +184,36 @@ def empty_path_names(request: Request) -> ErrorDetail | None:
 
     A route's parameter never matches an empty segment, so ``GET /v1/timers/orders/`` or
     ``POST /v1/deadletters//x/replay`` found no route and was a bare "Not Found". Matched
-    again with empty segments allowed, such a path names the route and what it left out.
+    again with empty segments allowed, such a path names the route and what it left out
+    (with a method the route does not take it is the 405 the full path gets).
     """
+    for route, template, empty in _empty_name_routes(request):
+        if request.method not in route.methods:
+            continue
+        problems = [
+            ProblemItem(name, f"{name}: must not be empty in {template} ({NAME_DESCRIPTION})")
+            for name in empty
+        ]
+        detail = ErrorDetail("invalid", problems[0].message, empty[0])
+        if len(problems) > 1:
+            detail.problems = problems
+        return detail
+    return None
+
+
+def _empty_name_routes(request: Request) -> list[tuple[Any, str, list[str]]]:
+    """(route, its path template, the names left empty) of each route whose path this
+    request's path is, with one or more of its names empty."""
+    found = []
     for route in _routes(request):
         template: str | None = getattr(route, "path", None)
-        if not template or request.method not in (getattr(route, "methods", None) or ()):
+        if not template or not getattr(route, "methods", None):
             continue
         match = _empty_segments_regex(template).fullmatch(request.scope["path"])
         empty = [name for name, value in (match.groupdict() if match else {}).items() if not value]
         if empty:
-            problems = [
-                ProblemItem(name, f"{name}: must not be empty in {template} ({NAME_DESCRIPTION})")
-                for name in empty
-            ]
-            detail = ErrorDetail("invalid", problems[0].message, empty[0])
-            if len(problems) > 1:
-                detail.problems = problems
-            return detail
-    return None
+            found.append((route, template, empty))
+    return found
 
 
 @functools.lru_cache(maxsize=256)

@@ -61,7 +61,6 @@ def test_every_empty_name_of_a_path_is_listed(live: httpx.Client) -> None:
     [
         ("GET", "/v1/timers/"),  # a trailing slash on a path without names stays a 404
         ("GET", "/v1/timers/orders/o1/"),
-        ("PUT", "/v1/timers/orders/"),  # no route takes PUT there, with a name or without
         ("GET", "/v1//timers/orders/o1"),
         ("GET", "/v1/nothing/"),
     ],
@@ -69,3 +68,25 @@ def test_every_empty_name_of_a_path_is_listed(live: httpx.Client) -> None:
 def test_other_unknown_paths_stay_404(live: httpx.Client, method: str, path: str) -> None:
     r = live.request(method, path)
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "full_path"),
+    [
+        ("PUT", "/v1/timers/orders/", "/v1/timers/orders/o1"),
+        ("HEAD", "/v1/timers//o1", "/v1/timers/orders/o1"),
+        ("GET", "/v1/deadletters//replay", "/v1/deadletters/orders/replay"),
+        ("POST", "/v1/topics//route", "/v1/topics/orders/route"),
+    ],
+)
+def test_a_method_the_route_does_not_take_is_the_405_of_the_full_path(
+    stored: httpx.Client, method: str, path: str, full_path: str
+) -> None:
+    """The method is checked before the names, as on the full path: 405 with its Allow."""
+    full = stored.request(method, full_path)
+    r = stored.request(method, path)
+    assert full.status_code == r.status_code == 405, r.text
+    assert r.headers["allow"] == full.headers["allow"]
+    if method != "HEAD":
+        assert r.json()["error"]["code"] == "method_not_allowed"
+    assert stored.get("/v1/timers/orders/o1").json()["state"] == "pending"  # nothing changed
