@@ -36,7 +36,12 @@ FromMs = Annotated[
 ]
 ToMs = Annotated[int | None, Query(ge=0, le=MAX_TIME_MS, description="due at or before (epoch ms)")]
 PageLimit = Annotated[
-    int, Query(ge=1, description="page size (at most the server's max_page_limit)")
+    int,
+    Query(
+        ge=1,
+        description="page size (at most the server's max_page_limit); a page also ends "
+        "once its payloads and headers reach the server's max_page_bytes (16 MiB)",
+    ),
 ]
 Cursor = Annotated[
     str | None,

@@ -125,6 +125,7 @@ class TimerService:
             sinks=self.settings.sinks,
             call=self.call,
             accepting=lambda: self.accepting,
+            max_page_bytes=self.limits.max_page_bytes,
         )
         self.engine = Engine(
             self._store,
@@ -281,6 +282,7 @@ class TimerService:
             topic=topic,
             limit=limit,
             cursor=cursor,
+            max_bytes=self.limits.max_page_bytes,
         )
 
     # ----------------------------------------------------------------- topics
@@ -297,7 +299,13 @@ class TimerService:
 
     # ----------------------------------------------------------------- dead letters
     async def dead_letters(self, *, topic: str | None, limit: int, cursor: str | None) -> TimerPage:
-        return await self.call(self.store.dead_letters, topic=topic, limit=limit, after=cursor)
+        return await self.call(
+            self.store.dead_letters,
+            topic=topic,
+            limit=limit,
+            after=cursor,
+            max_bytes=self.limits.max_page_bytes,
+        )
 
     async def replay(self, topic: str, timer_id: str) -> tuple[ScheduleResult, TimerView | None]:
         """Schedule one dead letter again, due now; with the result, the identity as it was

@@ -49,6 +49,9 @@ class RequestLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_body_bytes: int = 32 << 20
     max_wait_ms: int = 30_000  # longest long-poll
     max_page_limit: int = 1000  # GET listings: largest `limit`
+    # GET listings (timers, dead letters, topic-log messages): a page ends once its payloads
+    # and headers reach this many bytes, so a page of 1 MiB payloads is not a gigabyte
+    max_page_bytes: int = 16 << 20
     # Deprecated and ignored: a batch is one atomic store write (all or nothing, a 409
     # included). Still accepted so a configuration that sets it starts; a warning says so.
     store_chunk_timers: int | None = None

@@ -53,10 +53,12 @@ class TopicService:
         sinks: SinkSettings,
         call: WorkerCall,
         accepting: Callable[[], bool],
+        max_page_bytes: int | None = None,
     ) -> None:
         self.store, self.routes, self.groups = store, routes, groups
         self._notifier, self._clock, self._sinks = notifier, clock, sinks
         self._call, self._accepting = call, accepting
+        self._max_page_bytes = max_page_bytes  # a page of messages ends at these bytes
 
     async def topics(self) -> list[TopicOverview]:
         """Every topic with its counts, route and group lag (from memory)."""
@@ -66,12 +68,17 @@ class TopicService:
 
     # ----------------------------------------------------------------- the topic log
     async def read_messages(self, topic: str, offset: int, limit: int, wait_ms: int) -> Messages:
-        """Messages from ``offset``; with ``wait_ms`` > 0 wait for the first one to arrive."""
+        """Messages from ``offset``; with ``wait_ms`` > 0 wait for the first one to arrive.
+
+        Fewer than ``limit`` when their payloads reach ``max_page_bytes``: ``next_offset``
+        goes on from there."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
         while True:
             version = self._notifier.version(topic)
-            messages = await self._call(self.store.read_log, topic, offset, limit)
+            messages = await self._call(
+                self.store.read_log, topic, offset, limit, self._max_page_bytes
+            )
             remaining = deadline - loop.time()
             if messages or remaining <= 0 or not self._accepting():
                 break

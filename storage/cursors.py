@@ -1,5 +1,5 @@
-"""Listing cursors, one rule for every store: a cursor is the base64url (padded) of the
-RocksDB key a listing stopped at, and the next page starts after that key.
+"""Listing cursors and page budgets, one rule for every store: a cursor is the base64url
+(padded) of the RocksDB key a listing stopped at, and the next page starts after that key.
 
 A cursor is a position in key order, so any well-formed one (base64url, padded, not
 empty) is accepted and reads only what a listing could read anyway; the API documents
@@ -29,3 +29,18 @@ def decode_cursor(cursor: str) -> bytes:
     if not key:
         raise InvalidInputError("cursor is not a well-formed cursor", field="cursor")
     return key
+
+
+class PageBudget:
+    """The bytes a listing page may still take (``TimerStore``'s ``max_bytes``): its items'
+    payloads and headers. The item that reaches it is the page's last."""
+
+    def __init__(self, max_bytes: int | None) -> None:
+        self.left = max_bytes
+
+    def spend(self, payload: bytes | None, headers: dict[str, str] | None) -> bool:
+        """Count one item; True once the page is full."""
+        if self.left is None:
+            return False
+        self.left -= len(payload or b"") + sum(len(k) + len(v) for k, v in (headers or {}).items())
+        return self.left <= 0

@@ -170,6 +170,11 @@ class TimerStore(Protocol):
     ``housekeep`` writes several batches (the watermark, expiries in chunks, each topic's
     log retention), and a crash between them leaves the rest to its next run; and
     ``SupportsIngest.ingest_staged`` is not crash-atomic (``storage.rocks.ingest``).
+
+    ``max_bytes`` of the listing reads (``list_pending``, ``dead_letters``, ``read_log``):
+    a page ends once its items' payloads and headers reach that many bytes (always one
+    item at least), so a page of large payloads stays bounded in memory; the cursor or
+    the next offset goes on from there. None: ``limit`` alone bounds it.
     """
 
     name: str
@@ -198,6 +203,7 @@ class TimerStore(Protocol):
         topic: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        max_bytes: int | None = None,
     ) -> TimerPage: ...
 
     def due(self, now_ms: int, limit: int) -> list[DueTimer]:
@@ -227,12 +233,19 @@ class TimerStore(Protocol):
         """Return in-flight timers to pending (engine stop); they will be scanned again."""
         ...
 
-    def read_log(self, topic: str, offset: int, limit: int) -> list[LoggedMessage]: ...
+    def read_log(
+        self, topic: str, offset: int, limit: int, max_bytes: int | None = None
+    ) -> list[LoggedMessage]: ...
 
     def topics(self) -> list[TopicInfo]: ...
 
     def dead_letters(
-        self, *, topic: str | None = None, limit: int = 100, after: str | None = None
+        self,
+        *,
+        topic: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        max_bytes: int | None = None,
     ) -> TimerPage: ...
 
     def replay_dead_letter(self, topic: str, timer_id: str, now_ms: int) -> ScheduleResult: ...

@@ -88,6 +88,15 @@ class LogPage(msgspec.Struct, array_like=True, frozen=True):
     entries: list[LogEntry]
 
 
+class LazyLogPage(msgspec.Struct, array_like=True, frozen=True):
+    """A ``LogPage`` read with its entries left as they are stored (``msgspec.Raw``, views
+    into the page's bytes): a reader decodes only the entries it returns, so a page of
+    large payloads is not decoded whole for a page of a few of them."""
+
+    delivered_ms: int
+    entries: list[msgspec.Raw]
+
+
 class RawLogPage(msgspec.Struct, array_like=True, frozen=True, gc=False):
     """A ``LogPage`` as the commit writes it (entries carry raw record bytes)."""
 
@@ -149,6 +158,8 @@ _record_decoder = msgspec.msgpack.Decoder(TimerRecord)
 _delivered_decoder = msgspec.msgpack.Decoder(DeliveredRecord)
 _log_decoder = msgspec.msgpack.Decoder(LogMessage)
 _page_decoder = msgspec.msgpack.Decoder(LogPage)
+_lazy_page_decoder = msgspec.msgpack.Decoder(LazyLogPage)
+_log_entry_decoder = msgspec.msgpack.Decoder(LogEntry)
 _dead_decoder = msgspec.msgpack.Decoder(DeadLetter)
 _journal_page_decoder = msgspec.msgpack.Decoder(list[bytes])
 
@@ -156,6 +167,8 @@ decode_record = _record_decoder.decode
 decode_delivered = _delivered_decoder.decode
 decode_log_message = _log_decoder.decode
 decode_log_page = _page_decoder.decode
+decode_log_page_lazily = _lazy_page_decoder.decode
+decode_log_entry = _log_entry_decoder.decode
 decode_dead_letter = _dead_decoder.decode
 _delivered_page_decoder = msgspec.msgpack.Decoder(DeliveredPage)
 PAGE_TAG = b"P"  # a journal value starting so is a DeliveredPage, else a list of idents

@@ -14,7 +14,7 @@ from typing import cast
 import rocksdict as rd
 
 from storage import records
-from storage.cursors import decode_cursor, encode_cursor
+from storage.cursors import PageBudget, decode_cursor, encode_cursor
 from storage.errors import StoreCorruptError
 from storage.protocol import LoggedMessage, TimerPage, TimerState, TimerView
 from storage.rocks import keys as layout
@@ -139,6 +139,7 @@ def list_pending(
     topic: str | None,
     limit: int,
     cursor: str | None,
+    max_bytes: int | None = None,
 ) -> TimerPage:
     start = layout.u64(from_ms)
     if cursor is not None:
@@ -147,12 +148,15 @@ def list_pending(
     wanted = None if topic is None else topic.encode() + layout.SEPARATOR
     it = bounded_iter(h.cfs["timers"], start, upper)
     views: list[TimerView] = []
-    visits, last = 0, None
+    visits, last, budget = 0, None, PageBudget(max_bytes)
     while it.valid() and len(views) < limit and visits < limit * VISITS_PER_RESULT:
         key = last = it.key()
         visits += 1
         if wanted is None or key[8:].startswith(wanted):
-            views.append(pending_view(key, it.value(), in_flight))
+            views.append(view := pending_view(key, it.value(), in_flight))
+            if budget.spend(view.payload, view.headers):
+                it.next()
+                break
         it.next()
     more = it.valid()
     del it
@@ -189,8 +193,14 @@ def _count(items: Iterator[object]) -> int:
     return last[0][0] if last else 0
 
 
-def read_log(cf: rd.Rdict, topic: bytes, offset: int, limit: int) -> list[LoggedMessage]:
-    """Messages from ``offset`` on: seek_for_prev finds the page holding it, then pages on."""
+def read_log(
+    cf: rd.Rdict, topic: bytes, offset: int, limit: int, max_bytes: int | None = None
+) -> list[LoggedMessage]:
+    """Messages from ``offset`` on: seek_for_prev finds the page holding it, then pages on.
+
+    A page's entries are decoded one by one as they are returned (``LazyLogPage``): a
+    commit's page may hold a thousand large payloads, and a read of a few of them (a
+    small ``limit``, a ``max_bytes``, an offset late in the page) decodes only those."""
     start = layout.log_key(topic, offset)
     options = rd.ReadOptions()  # must outlive the iterator (it points into the bound)
     options.set_iterate_upper_bound(topic + b"\x01")
@@ -199,14 +209,17 @@ def read_log(cf: rd.Rdict, topic: bytes, offset: int, limit: int) -> list[Logged
     if not it.valid() or not it.key().startswith(topic + layout.SEPARATOR):
         it.seek(start)
     out: list[LoggedMessage] = []
-    while it.valid() and len(out) < limit:
+    budget, full = PageBudget(max_bytes), False
+    while it.valid() and not full:
         first = layout.log_key_offset(it.key())
-        page = records.decode_log_page(it.value())
-        for i, e in enumerate(page.entries[max(0, offset - first) :], max(offset, first)):
+        page = records.decode_log_page_lazily(it.value())
+        for i, raw in enumerate(page.entries[max(0, offset - first) :], max(offset, first)):
+            e = records.decode_log_entry(raw)
             r = e.record
             out.append(LoggedMessage(i, e.id, r.payload, r.headers, r.binary,
                                      r.requested_deliver_at_ms, page.delivered_ms))  # fmt: skip
-            if len(out) == limit:
+            full = len(out) == limit or budget.spend(r.payload, r.headers)
+            if full:
                 break
         it.next()
     del it
@@ -219,17 +232,26 @@ def _prefix_bounds(topic: str | None) -> tuple[bytes, bytes | None]:
     return topic.encode() + layout.SEPARATOR, topic.encode() + b"\x01"
 
 
-def dead_letters(h: RocksHandles, *, topic: str | None, limit: int, after: str | None) -> TimerPage:
+def dead_letters(
+    h: RocksHandles,
+    *,
+    topic: str | None,
+    limit: int,
+    after: str | None,
+    max_bytes: int | None = None,
+) -> TimerPage:
     start, upper = _prefix_bounds(topic)
     if after is not None:
         start = max(start, decode_cursor(after) + layout.SEPARATOR)
     it = bounded_iter(h.cfs["deadletter"], start, upper)
     views: list[TimerView] = []
-    last = None
+    last, budget = None, PageBudget(max_bytes)
     while it.valid() and len(views) < limit:
         last = it.key()
-        views.append(dead_letter_view(last, it.value()))
+        views.append(view := dead_letter_view(last, it.value()))
         it.next()
+        if budget.spend(view.payload, view.headers):
+            break
     more = it.valid()
     del it
     return TimerPage(views, encode_cursor(last) if more and last is not None else None)

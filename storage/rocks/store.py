@@ -94,10 +94,15 @@ class RocksTimerStore:
 
     # ----------------------------------------------------------------- dead letters
     def dead_letters(
-        self, *, topic: str | None = None, limit: int = 100, after: str | None = None
+        self,
+        *,
+        topic: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        max_bytes: int | None = None,
     ) -> TimerPage:
         with self._core.reading() as h:
-            return reads.dead_letters(h, topic=topic, limit=limit, after=after)
+            return reads.dead_letters(h, topic=topic, limit=limit, after=after, max_bytes=max_bytes)
 
     def replay_dead_letter(self, topic: str, timer_id: str, now_ms: int) -> ScheduleResult:
         return delivery.replay_dead_letter(self._core, topic, timer_id, now_ms)
@@ -121,6 +126,7 @@ class RocksTimerStore:
         topic: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        max_bytes: int | None = None,
     ) -> TimerPage:
         if topic is not None:
             validate_name("topic", topic)
@@ -131,7 +137,9 @@ class RocksTimerStore:
             layout.check_range(to_ms, "to_ms")
         start = max(from_ms, self._core.counters.watermark_ms)
         with self._core.reading() as h:
-            return reads.list_pending(h, self._core.in_flight, start, to_ms, topic, limit, cursor)
+            return reads.list_pending(
+                h, self._core.in_flight, start, to_ms, topic, limit, cursor, max_bytes
+            )
 
     def count_pending_due_before(self, deadlines_ms: Sequence[int], cap: int) -> list[int]:
         for i, deadline_ms in enumerate(deadlines_ms):
@@ -140,12 +148,14 @@ class RocksTimerStore:
         with self._core.reading() as h:
             return reads.count_keys_before(h.cfs["timers"], start, deadlines_ms, cap)
 
-    def read_log(self, topic: str, offset: int, limit: int) -> list[LoggedMessage]:
+    def read_log(
+        self, topic: str, offset: int, limit: int, max_bytes: int | None = None
+    ) -> list[LoggedMessage]:
         topic_b = validate_name("topic", topic)
         layout.check_range(offset, "offset", layout.MAX_OFFSET)
         start = max(offset, self._core.counters.log_start.get(topic, 0))
         with self._core.reading() as h:
-            return reads.read_log(h.cfs["topiclog"], topic_b, start, limit)
+            return reads.read_log(h.cfs["topiclog"], topic_b, start, limit, max_bytes)
 
     def topics(self) -> list[TopicInfo]:
         c = self._core.counters

@@ -13,7 +13,7 @@ import bisect
 import heapq
 from collections.abc import Iterator, Sequence
 
-from storage.cursors import decode_cursor, encode_cursor
+from storage.cursors import PageBudget, decode_cursor, encode_cursor
 from storage.errors import InvalidInputError
 from storage.names import validate_name
 from storage.protocol import LoggedMessage, TimerPage, TimerState, TimerView
@@ -77,6 +77,7 @@ def list_pending(
     topic: str | None,
     limit: int,
     cursor: str | None,
+    max_bytes: int | None = None,
 ) -> TimerPage:
     if topic is not None:
         validate_name("topic", topic)
@@ -92,10 +93,16 @@ def list_pending(
     if cursor_key is not None:
         keys = (k for k in keys if _after(cursor_key, k))
     page = heapq.nsmallest(limit + 1, keys)
-    views = [pending_view(core, t, i) for _, t, i in page[:limit]]
-    last = page[limit - 1] if len(page) > limit else None
+    views, budget = [], PageBudget(max_bytes)
+    for key in page[:limit]:
+        view = pending_view(core, key[1], key[2])
+        assert view is not None  # the index holds it: it was just read from there
+        views.append(view)
+        if budget.spend(view.payload, view.headers):
+            break
+    last = page[len(views) - 1] if len(page) > len(views) else None
     next_cursor = None if last is None else encode_cursor(_timer_key(last))
-    return TimerPage([v for v in views if v is not None], next_cursor)
+    return TimerPage(views, next_cursor)
 
 
 def count_due_before(core: WheelCore, deadlines_ms: Sequence[int], cap: int) -> list[int]:
@@ -110,19 +117,25 @@ def count_due_before(core: WheelCore, deadlines_ms: Sequence[int], cap: int) -> 
     return counts
 
 
-def read_log(core: WheelCore, topic: str, offset: int, limit: int) -> list[LoggedMessage]:
+def read_log(
+    core: WheelCore, topic: str, offset: int, limit: int, max_bytes: int | None = None
+) -> list[LoggedMessage]:
     start = max(offset, core.log_start.get(topic, 0))
-    out = []
+    out, budget = [], PageBudget(max_bytes)
     for n, (pos, size) in enumerate(core.cq.entries(topic, start, limit)):
         rec = core.msglog.read(pos, size)
         assert isinstance(rec, DeliveredRec) and rec.message is not None
         m = rec.message
         out.append(LoggedMessage(start + n, m.id, m.payload, m.headers, m.binary,
                                  m.requested_deliver_at_ms, m.delivered_ms))  # fmt: skip
+        if budget.spend(m.payload, m.headers):
+            break
     return out
 
 
-def dead_letters(core: WheelCore, topic: str | None, limit: int, after: str | None) -> TimerPage:
+def dead_letters(
+    core: WheelCore, topic: str | None, limit: int, after: str | None, max_bytes: int | None = None
+) -> TimerPage:
     """Dead letters in (topic, id) order; the cursor is the RocksDB store's (ident key)."""
     start = b"" if after is None else decode_cursor(after)
     keys = sorted(
@@ -131,8 +144,11 @@ def dead_letters(core: WheelCore, topic: str | None, limit: int, after: str | No
         if topic is None or t == topic
     )
     keys = [k for k in keys if k > start]
-    page = keys[:limit]
-    views = [dead_view(core.dead[layout.split_ident(k)]) for k in page]
-    more = len(keys) > limit
-    next_cursor = encode_cursor(page[-1]) if more and page else None
+    views, budget = [], PageBudget(max_bytes)
+    for key in keys[:limit]:
+        views.append(view := dead_view(core.dead[layout.split_ident(key)]))
+        if budget.spend(view.payload, view.headers):
+            break
+    more = len(keys) > len(views)
+    next_cursor = encode_cursor(keys[len(views) - 1]) if more and views else None
     return TimerPage(views, next_cursor)

@@ -224,10 +224,15 @@ class WheelTimerStore:
         return len(idents)
 
     def dead_letters(
-        self, *, topic: str | None = None, limit: int = 100, after: str | None = None
+        self,
+        *,
+        topic: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        max_bytes: int | None = None,
     ) -> TimerPage:
         with self._lock:
-            return inspect.dead_letters(self.core, topic, limit, after)
+            return inspect.dead_letters(self.core, topic, limit, after, max_bytes)
 
     # ----------------------------------------------------------------- reads
     def get(self, topic: str, timer_id: str) -> TimerView | None:
@@ -243,19 +248,22 @@ class WheelTimerStore:
         topic: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        max_bytes: int | None = None,
     ) -> TimerPage:
         with self._lock:
-            return inspect.list_pending(self.core, from_ms, to_ms, topic, limit, cursor)
+            return inspect.list_pending(self.core, from_ms, to_ms, topic, limit, cursor, max_bytes)
 
     def count_pending_due_before(self, deadlines_ms: Sequence[int], cap: int) -> list[int]:
         with self._lock:
             return inspect.count_due_before(self.core, deadlines_ms, cap)
 
-    def read_log(self, topic: str, offset: int, limit: int) -> list[LoggedMessage]:
+    def read_log(
+        self, topic: str, offset: int, limit: int, max_bytes: int | None = None
+    ) -> list[LoggedMessage]:
         validate_name("topic", topic)
         with self._lock:
             self.core.clamp_log_start(topic)
-            return inspect.read_log(self.core, topic, offset, limit)
+            return inspect.read_log(self.core, topic, offset, limit, max_bytes)
 
     def topics(self) -> list[TopicInfo]:
         with self._lock:
