@@ -8,11 +8,12 @@ the old directory safe.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 from app.config import load_settings
-from storage.errors import StoreCorruptError
+from storage.errors import StoreCorruptError, StoreOpenError
 from storage.rocks.db import FORMAT_VERSION, is_format_1
 from storage.rocks.migrate import migrate_format_1
 
@@ -30,8 +31,14 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Migrate; ConfigError and StoreOpenError are reported by the console script."""
+    """Migrate; ConfigError and StoreOpenError (also: no store at all) are reported by the
+    console script."""
     settings = load_settings(overrides={"data_dir": args.data_dir}).rocks_settings()
+    if not os.path.exists(os.path.join(settings.path, "CURRENT")):
+        # no store at all (a mistyped --data-dir): not "nothing to migrate" and exit 0
+        raise StoreOpenError(
+            f"no RocksDB store at {settings.path}: check --data-dir (or TIMERSTORE_DATA_DIR)"
+        )
     if not is_format_1(settings.path):
         print(f"{settings.path}: nothing to migrate (not a format-1 directory)")
         return 0

@@ -116,7 +116,9 @@ def _summarise(
         for r in outputs["by_second"].orderBy("second").collect()
     ]
     minutes = _rows(outputs["by_minute"], "minute_ms")
-    span_s = max((first["last"] - first["first"]) / 1000, 1.0)
+    # the seconds from the first delivery's through the last's, both counted (as
+    # ``by_second`` counts them): so the mean never exceeds the peak second
+    span_s = first["last"] // 1000 - first["first"] // 1000 + 1
     analysis = Analysis(
         overall=_rows(overall_df, "key")[0],
         by_topic=_rows(outputs["by_topic"], "topic"),

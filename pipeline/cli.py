@@ -12,14 +12,20 @@ import glob
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from app.config import Settings, load_settings
+from app.timer_requests import MAX_TIME_MS
+from pipeline.csv_input import check_csv_headers
 from pipeline.importer import FORMATS, guess_format
 from pipeline.input_files import check_input_files
-from storage.errors import InvalidInputError
+from storage.errors import ConfigError, InvalidInputError, StoreOpenError
+
+EXIT_BAD_INPUT = 2  # a bad argument, setting or input (as argparse's usage errors)
+EXIT_STORE_UNAVAILABLE = 3  # the data directory cannot be opened (as ``timerstore serve``)
 
 
 def _now_ms() -> int:
@@ -34,19 +40,59 @@ def _print(obj: Any) -> None:
     sys.stdout.write(msgspec.json.format(msgspec.json.encode(obj)).decode() + "\n")
 
 
+def _positive(text: str) -> int:
+    """An argument that must be a whole number of at least 1 (argparse's usage error else)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _master(text: str) -> str:
+    """A Spark master URL by Spark's own first rule (``yarn``, or ``spark...``, ``k8s...``,
+    ``local...``), so that a typo is a usage error, not a JVM and Python trace."""
+    if text == "yarn" or text.startswith(("spark", "k8s", "local")):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"must be local, local[N], local[*], spark://HOST:PORT, k8s://... or yarn, got {text!r}"
+    )
+
+
+def _time_ms(text: str) -> int:
+    """An epoch-ms argument: 0 to the API's latest time (a negative --base-ms would store
+    negative requested times, which no API call can make)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_TIME_MS:
+        raise argparse.ArgumentTypeError(
+            f"must be epoch milliseconds from 0 to {MAX_TIME_MS}, got {text!r}"
+        )
+    return value
+
+
 def add_import_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", help="a file or directory of input rows")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--data-dir", help="import into the stopped store of this data directory")
     target.add_argument("--server", help="import into a running server at this URL")
-    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument(
+        "--master", default="local[*]", type=_master, help="Spark master (default local[*])"
+    )
     p.add_argument("--format", choices=FORMATS, help="input format (default: by file name)")
     p.add_argument("--replace", action="store_true", help="replace timers already pending")
-    p.add_argument("--base-ms", type=int, help="what delay_ms is relative to (default now)")
-    p.add_argument("--now-ms", type=int, help="creation time of the records (default now)")
-    p.add_argument("--stage-dir", help="where to stage SSTs (default DATA_DIR/staging/import-*)")
+    p.add_argument("--base-ms", type=_time_ms, help="what delay_ms is relative to (default now)")
+    p.add_argument("--now-ms", type=_time_ms, help="creation time of the records (default now)")
+    p.add_argument(
+        "--stage-dir",
+        help="where to stage SSTs (default DATA_DIR/staging/import-*; required with --server)",
+    )
     p.add_argument("--rejects", help="rejects output path (default STAGE_DIR/rejects.FORMAT)")
-    p.add_argument("--partitions", type=int, help="SST files per family (default: by size)")
+    p.add_argument("--partitions", type=_positive, help="SST files per family (default: by size)")
     p.add_argument("--admin-key", default="", help="admin key for --server")
     add_conf_argument(p)
 
@@ -65,8 +111,23 @@ def _conf(args: argparse.Namespace) -> dict[str, str]:
     pairs = [item.partition("=") for item in args.conf]
     bad = [key for key, sep, _ in pairs if not sep or not key]
     if bad:
-        raise SystemExit(f"--conf wants KEY=VALUE, got {bad[0]!r}")
+        raise InvalidInputError(f"--conf wants KEY=VALUE, got {bad[0]!r}", field="--conf")
     return {key: value for key, _, value in pairs}
+
+
+def run_job(
+    handler: Callable[[argparse.Namespace], int], args: argparse.Namespace, prog: str
+) -> int:
+    """A job's handler under ``spark-submit``, reporting as ``timerstore`` does: a bad
+    argument, setting or input is one line on stderr and exit 2, an unopenable store exit 3."""
+    try:
+        return handler(args)
+    except (ConfigError, InvalidInputError) as exc:
+        print(f"{prog}: {exc.message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except StoreOpenError as exc:
+        print(f"{prog}: {exc.message}", file=sys.stderr)
+        return EXIT_STORE_UNAVAILABLE
 
 
 def register(subparsers: Any) -> None:
@@ -83,7 +144,9 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("analyze", help="lateness and throughput report (Spark)")
     p.add_argument("deliveries", help="delivery history (Parquet, as export-deliveries writes)")
     p.add_argument("--out", required=True, help="report directory")
-    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument(
+        "--master", default="local[*]", type=_master, help="Spark master (default local[*])"
+    )
     add_conf_argument(p)
     p.set_defaults(handler=run_analyze_command)
 
@@ -104,27 +167,20 @@ def run_import_command(args: argparse.Namespace) -> int:
     from pipeline import ingest_client
     from pipeline.importer import limits_of, run_import
     from pipeline.rows import JobTimes
-    from pipeline.spark import spark_session
-    from storage.rocks import RocksTimerStore
+    from pipeline.spark import input_read_errors, spark_session
 
     fmt = checked_input_format(args)  # before the store, the stage dir and Spark
     now_ms = args.now_ms if args.now_ms is not None else _now_ms()
     base_ms = args.base_ms if args.base_ms is not None else now_ms
-    store = None
-    # the importing side's TIMERSTORE_* settings: with --server, run it with the server's
-    settings = service_settings(args.data_dir) if args.data_dir else load_settings()
-    if args.data_dir:
-        store = RocksTimerStore(settings.rocks_settings())
-        floor_ms = offline_floor_ms(store.stats().watermark_ms, now_ms)
-        stage_dir = args.stage_dir or os.path.join(settings.staging_dir(), f"import-{now_ms}")
-    else:
-        if not args.stage_dir:
-            _progress("--server needs --stage-dir (a directory the server can read)")
-            return 2
-        floor_ms, stage_dir = now_ms, args.stage_dir  # ingest repairs what passed meanwhile
+    settings, store, floor_ms, stage_dir = _import_target(args, now_ms)
     try:
         make_stage_dir(stage_dir)  # before Spark starts: a bad path fails in a second
-        with spark_session(args.master, "timerstore-import", _conf(args)) as spark:
+        if args.rejects:
+            check_rejects_path(args.rejects)
+        with (
+            spark_session(args.master, "timerstore-import", _conf(args)) as spark,
+            input_read_errors("input", args.input),
+        ):
             summary = run_import(
                 spark,
                 args.input,
@@ -152,6 +208,33 @@ def run_import_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_target(args: argparse.Namespace, now_ms: int) -> tuple[Settings, Any, int, str]:
+    """(settings, the stopped store opened or None for --server, clamp floor, stage dir).
+
+    The importing side's TIMERSTORE_* settings: with --server, run it with the server's.
+    ``is not None``: an empty --data-dir is the settings' error, not a missing option."""
+    from storage.rocks import RocksTimerStore
+
+    if args.data_dir is not None:
+        settings = service_settings(args.data_dir)
+        if settings.store != "rocks":  # as the server's ingest refuses it (409)
+            raise ConfigError(
+                f"the {settings.store} store cannot ingest SST files: the import writes the "
+                f"RocksDB store ({settings.store_dir('rocks')}), which a service with "
+                f"store={settings.store} does not read (TIMERSTORE_STORE)"
+            )
+        store = RocksTimerStore(settings.rocks_settings())
+        floor_ms = offline_floor_ms(store.stats().watermark_ms, now_ms)
+        stage_dir = args.stage_dir or os.path.join(settings.staging_dir(), f"import-{now_ms}")
+        return settings, store, floor_ms, stage_dir
+    if not args.stage_dir:
+        raise InvalidInputError(
+            "--server needs --stage-dir (a directory the server can read)", field="stage_dir"
+        )
+    # the ingest repairs what passed meanwhile
+    return load_settings(), None, now_ms, args.stage_dir
+
+
 def _report_import(summary: Any, report: Any) -> None:
     """Print the import's summary and ingest report, and keep them as summary.json."""
     result = {"import": msgspec.to_builtins(summary), "ingest": msgspec.to_builtins(report)}
@@ -169,6 +252,8 @@ def checked_input_format(args: argparse.Namespace) -> str:
     check_input_files(
         args.input, "input", fmt, any_name=given, format_option=None if given else "--format"
     )
+    if fmt == "csv":
+        check_csv_headers(args.input)
     return fmt
 
 
@@ -195,9 +280,48 @@ def make_stage_dir(path: str) -> None:
         ) from exc
 
 
+def check_rejects_path(path: str) -> None:
+    """InvalidInputError naming ``--rejects`` when the rejects file could not be written
+    there (its directory, created here, is not writable, or the path is a directory):
+    checked before Spark, not after the job has read and encoded every row."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        reason = f"cannot create {directory}: {exc.strerror or exc}"
+    else:
+        reason = ""
+        if os.path.isdir(path):
+            reason = "it is a directory"
+        elif not os.access(directory, os.W_OK | os.X_OK):
+            reason = f"{directory} is not writable"
+    if reason:
+        raise InvalidInputError(
+            f"cannot write the rejects file {path}: {reason}; choose another --rejects",
+            field="--rejects",
+        )
+
+
+def make_out_dir(path: str) -> None:
+    """Create the output directory (``--out``), or InvalidInputError naming it and the cause."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInputError(
+            f"cannot create the output directory {path}: {exc.strerror or exc}; "
+            "choose another --out",
+            field="--out",
+        ) from exc
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InvalidInputError(
+            f"the output directory {path} is not writable; choose another --out", field="--out"
+        )
+
+
 def run_export_command(args: argparse.Namespace) -> int:
     from pipeline.deliveries import export
 
+    make_out_dir(args.out)
     rows = export(service_settings(args.data_dir).store_dir("rocks"), args.out, args.since_ms)
     _print({"deliveries": rows, "out": args.out})
     return 0
@@ -205,11 +329,15 @@ def run_export_command(args: argparse.Namespace) -> int:
 
 def run_analyze_command(args: argparse.Namespace) -> int:
     from pipeline.analyze import analyze, to_dict
-    from pipeline.spark import spark_session
+    from pipeline.spark import input_read_errors, spark_session
 
     check_input_exists(args.deliveries, "deliveries")
     check_input_files(args.deliveries, "deliveries", "parquet")
-    with spark_session(args.master, "timerstore-analyze", _conf(args)) as spark:
+    make_out_dir(args.out)  # before Spark starts
+    with (
+        spark_session(args.master, "timerstore-analyze", _conf(args)) as spark,
+        input_read_errors("deliveries", args.deliveries),
+    ):
         analysis = analyze(spark, args.deliveries, args.out)
     _print(to_dict(analysis))
     return 1 if analysis.overall.early else 0

@@ -49,36 +49,48 @@ def arrow_schema() -> Any:
 def write_deliveries(out_dir: str, rows: Iterable[DeliveryRow]) -> int:
     """Write rows as ``part-NNNNN.parquet`` files in ``out_dir``; return the row count.
 
-    The ``part-*.parquet`` files of an earlier export there are removed first (only those):
-    a reader of the directory would count their rows too."""
+    The ``part-*.parquet`` files of an earlier export there are replaced (only those: a
+    reader of the directory would count their rows too), and only once every row was
+    written: the new files are written under hidden names (which Spark skips) first, so
+    an export that fails (a wrong ``--data-dir``, a full disk) leaves the earlier one."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     os.makedirs(out_dir, exist_ok=True)
-    for stale in glob.glob(os.path.join(glob.escape(out_dir), "part-*.parquet")):
-        os.remove(stale)
     schema = arrow_schema()
-    total, part = 0, 0
+    total = 0
+    written: list[str] = []  # the new files, under their hidden names
     chunk: list[DeliveryRow] = []
 
     def flush() -> None:
-        nonlocal part, chunk
+        nonlocal chunk
         columns = list(zip(*chunk, strict=True)) if chunk else [()] * len(COLUMNS)
         table = pa.Table.from_arrays(
             [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)],
             schema=schema,
         )
-        pq.write_table(table, os.path.join(out_dir, f"part-{part:05d}.parquet"))
-        part += 1
+        written.append(os.path.join(out_dir, f".part-{len(written):05d}.parquet.tmp"))
+        pq.write_table(table, written[-1])
         chunk = []
 
-    for row in rows:
-        chunk.append(row)
-        total += 1
-        if len(chunk) >= ROWS_PER_FILE:
+    complete = False
+    try:
+        for row in rows:
+            chunk.append(row)
+            total += 1
+            if len(chunk) >= ROWS_PER_FILE:
+                flush()
+        if chunk or not written:
             flush()
-    if chunk or part == 0:
-        flush()
+        complete = True
+    finally:
+        if not complete:
+            for path in written:
+                os.remove(path)
+    for stale in glob.glob(os.path.join(glob.escape(out_dir), "part-*.parquet")):
+        os.remove(stale)
+    for part, path in enumerate(written):
+        os.replace(path, os.path.join(out_dir, f"part-{part:05d}.parquet"))
     return total
 
 

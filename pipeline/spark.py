@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
+
+from storage.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -66,3 +69,26 @@ def spark_session(
         yield session
     finally:
         session.stop()
+
+
+# Spark's error class for an input file it cannot read (not Parquet, truncated, ...), and
+# the first line of its message
+_FAILED_READ = re.compile(r"\[FAILED_READ_FILE[.\w]*\] ([^\n]*)")
+
+
+@contextmanager
+def input_read_errors(field: str, path: str) -> Iterator[None]:
+    """An input file Spark cannot read (a CSV file named ``*.parquet``, a truncated file)
+    as InvalidInputError naming ``field``, ``path`` and Spark's reason: one line for the
+    console script, not a JVM and Python trace. Any other Spark error passes unchanged."""
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        yield
+    except Py4JJavaError as exc:
+        found = _FAILED_READ.search(str(exc))
+        if found is None:
+            raise
+        raise InvalidInputError(
+            f"cannot read {field} {path}: {found.group(1).strip()}", field=field
+        ) from None

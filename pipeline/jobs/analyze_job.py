@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from pipeline.cli import add_conf_argument, run_analyze_command
+from pipeline.cli import add_conf_argument, run_analyze_command, run_job
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -19,7 +19,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="report directory")
     add_conf_argument(parser)
     parser.set_defaults(master=None)
-    return run_analyze_command(parser.parse_args(argv))
+    return run_job(run_analyze_command, parser.parse_args(argv), parser.prog)
 
 
 if __name__ == "__main__":

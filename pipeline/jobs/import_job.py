@@ -14,14 +14,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from pipeline.cli import add_import_arguments, run_import_command
+from pipeline.cli import add_import_arguments, run_import_command, run_job
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="import_job.py", description=__doc__)
     add_import_arguments(parser)
     parser.set_defaults(master=None)
-    return run_import_command(parser.parse_args(argv))
+    return run_job(run_import_command, parser.parse_args(argv), parser.prog)
 
 
 if __name__ == "__main__":
