@@ -73,7 +73,10 @@ def handle(args: argparse.Namespace) -> int:
     chosen, specs = _selection(args)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = os.path.join(args.out, stamp)
-    os.makedirs(out_dir, exist_ok=True)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:  # before any scenario runs: a usage error, not a traceback
+        args.parser.error(f"--out {args.out}: cannot create {out_dir}: {exc.strerror or exc}")
     argv = ["bench", f"--{args.mode}"]
     if args.scenario:
         argv += ["--scenario", ",".join(_names(args.scenario) or [])]

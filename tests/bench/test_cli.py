@@ -60,3 +60,13 @@ def test_full_size_verdicts_carry_no_note() -> None:
         assert line.split()[: len(word.split())] == word.split() and INDICATIVE not in line
         (line,) = verdict_lines([{**target, "met": met, "at_full_size": False}])
         assert line.endswith(INDICATIVE)
+
+
+def test_an_out_that_cannot_be_a_directory_is_a_usage_error(tmp_path: Path) -> None:
+    a_file = tmp_path / "results"
+    a_file.write_text("not a directory")
+    done = bench(a_file, "--scenario", "burst", "--stores", "heap")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith("timerstore bench: error: --out ") and "cannot create" in error
