@@ -123,12 +123,21 @@ class Lane:
             self._window = (now_s, self.settled)
 
     async def run(self, timers: Sequence[DueTimer], out: Report) -> None:
-        """Send ``timers``; every one is answered to ``out`` exactly once."""
+        """Send ``timers``; every one is answered to ``out`` exactly once.
+
+        A timer already answered is not answered again: after a sender raised, its timers
+        are answered as failed, and a send of its own still going must not answer them
+        later as delivered (they were moved to a retry meanwhile)."""
         done: set[bytes] = set()
 
         def report(item: Settled) -> None:
-            done.update(t.key for t in item.timers)
-            self._free(len(item.timers))
+            fresh = _rest(item.timers, done)
+            if len(fresh) < len(item.timers):
+                if not fresh:
+                    return
+                item = dataclasses.replace(item, timers=fresh)
+            done.update(t.key for t in fresh)
+            self._free(len(fresh))
             out(item)
 
         try:
