@@ -61,7 +61,9 @@ def due(c: WheelCore, now_ms: int, limit: int) -> list[DueTimer]:
             c.slot_start.setdefault(c.scan_ms, c.msglog.end)
         step = c.walk.next(c.timerlog, c.wheel)
         if step is None:
-            _roll(c, rolls)  # before the read time passes the slots the copies go to
+            if rolls:  # before the read time passes the slots the copies go to; a copy
+                _roll(c, rolls)  # due in this very slot lands in it: walk on to take it in
+                continue
             _finish_walk(c)
         else:
             _dequeue_unit(c, step[1], out, rolls)

@@ -63,13 +63,15 @@ def _replay_timerlog(core: WheelCore, from_pos: int, msglog_end: int) -> set[int
             break
         bodies.add(unit.body_offset)
         target = unit.target_ms
+        # retention's reference times count every unit since the checkpoint, also those
+        # whose slot the memory-mapped wheel already holds: the checkpoint has none of them
+        core.note_unit(pos, target, unit.body_offset)
         slot = core.wheel.get_slot(target)
         if slot.last_pos >= pos:
             continue
         first = pos if slot.first_pos < 0 else slot.first_pos
         num = slot.num + (-1 if unit.is_delete else 1)
         core.wheel.put_slot(target, first, pos, num, slot.magic)
-        core.note_unit(pos, target, unit.body_offset)
     return bodies
 
 

@@ -201,7 +201,8 @@ class WheelTimerStore:
                 )
             if entry is not None:
                 raise ConflictError(
-                    f"{topic}/{timer_id} is pending again; cancel it first",
+                    # no "cancel it first": a cancel removes the dead letter too
+                    f"{topic}/{timer_id} is pending again, scheduled since it was dead-lettered",
                     state=TimerState.PENDING,
                 )
             record = msgspec.structs.replace(dead.letter.record, attempts=0)

@@ -152,7 +152,7 @@ def test_a_deferral_moves_timers_later_without_counting_an_attempt(store):
 
 
 def test_replay_of_an_identity_scheduled_again_names_the_state_cancel_reports(store):
-    """Both stores: in flight is in_flight (not "pending again; cancel it first", which the
+    """Both stores: in flight is in_flight (not "pending again", which the
     wheel said while cancel answered too_late/in_flight), pending is pending."""
     store.schedule([NewTimer("orders", "f", NOW), NewTimer("orders", "p", NOW)], NOW)
     store.dead_letter(store.due(ready_ms(store, NOW), 10), NOW, "the sink is down")
