@@ -122,8 +122,24 @@ def is_format_1(path: str) -> bool:
     try:
         families = rd.Rdict.list_cf(path)
     except Exception as exc:  # the binding raises a bare Exception for every RocksDB error
-        raise StoreOpenError(f"cannot open the RocksDB store in {path}: {exc}") from exc
+        raise StoreOpenError(_open_failed(path, exc)) from exc
     return _FORMAT_1_FAMILY in families
+
+
+def _open_failed(path: str, exc: Exception) -> str:
+    """The one line for a database RocksDB would not open: where, its cause, what to do."""
+    cause = str(exc)
+    if "LOCK" in cause and ("Resource temporarily unavailable" in cause or "lock" in cause):
+        advice = (
+            "another process holds it (a service still running): stop that one, or give "
+            "this one another data_dir (--data-dir or TIMERSTORE_DATA_DIR)"
+        )
+    else:
+        advice = (
+            "check that this user can read and write it, and restore it from a backup "
+            "if RocksDB says it is corrupt"
+        )
+    return f"cannot open the RocksDB store in {path}: {cause}. {advice[0].upper()}{advice[1:]}."
 
 
 def _format_error(path: str, found: int) -> StoreFormatError:
@@ -185,7 +201,7 @@ def open_db(settings: RocksSettings) -> RocksHandles:
     try:
         db = rd.Rdict(settings.path, options, column_families=families)
     except Exception as exc:  # LOCK held, corrupt or missing files: all a bare Exception
-        raise StoreOpenError(f"cannot open the RocksDB store in {settings.path}: {exc}") from exc
+        raise StoreOpenError(_open_failed(settings.path, exc)) from exc
     write_options = rd.WriteOptions()
     write_options.sync = settings.sync_writes
     write_options.disable_wal = settings.disable_wal  # type: ignore[method-assign,assignment]

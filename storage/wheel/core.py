@@ -11,10 +11,12 @@ with pending timers, and the documented price of truthful answers on this design
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections import Counter, deque
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
+from storage.errors import StoreOpenError
 from storage.protocol import DueTimer
 from storage.wheel import checkpoint as ckpt
 from storage.wheel import shape
@@ -48,7 +50,12 @@ class WheelCore:
         self.settings = s = settings
         self.p = s.precision_ms
         os.makedirs(s.path, exist_ok=True)
-        shape.check(s.path, s.precision_ms, s.slots)  # before any file is opened or sized
+        self._lock_file = _lock_directory(s.path)  # before any file is read or written
+        try:
+            shape.check(s.path, s.precision_ms, s.slots)  # before any file is opened or sized
+        except BaseException:
+            self._lock_file.close()
+            raise
         self.counters = WheelCounters()
         self.msglog = MessageLog(
             os.path.join(s.path, "msglog"), s.msglog_segment_bytes, self.counters,
@@ -297,6 +304,28 @@ class WheelCore:
         self.timerlog.file.close()
         self.wheel.close()
         self.cq.close()
+        self._lock_file.close()  # closing the file releases its lock
+
+
+def _lock_directory(path: str) -> IO[bytes]:
+    """An exclusive lock on ``path``'s ``LOCK`` file, held while the store is open.
+
+    A second process on the same directory (two services, a service and an offline tool)
+    would keep a pending index of its own and append to the same logs: what one
+    acknowledged the other's next checkpoint could lose. RocksDB refuses such an open;
+    so does this. flock is per open file, so a second open in one process is refused too.
+    """
+    lock_file = open(os.path.join(path, "LOCK"), "a+b")  # noqa: SIM115  # held until close
+    try:
+        fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock_file.close()
+        raise StoreOpenError(
+            f"cannot open the wheel store in {path}: another process holds it (a service "
+            "still running). Stop that one, or give this one another data_dir "
+            "(--data-dir or TIMERSTORE_DATA_DIR)."
+        ) from None
+    return lock_file
 
 
 def slot_of(time_ms: int, precision_ms: int) -> int:

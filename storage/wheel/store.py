@@ -333,7 +333,11 @@ def _open_core(settings: WheelSettings) -> WheelCore:
         core = WheelCore(settings)
     except OSError as exc:
         raise _open_error(settings.path, exc) from exc
-    recover(core)
+    try:
+        recover(core)
+    except BaseException:
+        core.close()  # its files and the directory lock
+        raise
     return core
 
 

@@ -14,6 +14,7 @@ from api.server import EXIT_CANNOT_LISTEN, EXIT_STORE_UNAVAILABLE
 from app.config import load_settings
 from storage.protocol import NewTimer
 from storage.rocks import RocksTimerStore
+from storage.wheel import WheelTimerStore
 from tests.api.helpers import ROOT, free_port
 
 
@@ -92,15 +93,29 @@ def _assert_one_clear_line(
     assert str(data_dir) in lines[0] and cause in lines[0].lower(), lines[0]
 
 
-def test_a_data_directory_locked_by_another_process_is_one_clear_line(tmp_path: Path) -> None:
-    rocks_dir = _filled_store(tmp_path)
-    holder = RocksTimerStore(
-        load_settings(environ={}, overrides={"data_dir": str(tmp_path)}).rocks_settings()
-    )
+@pytest.mark.parametrize("store", ["rocks", "wheel"])
+def test_a_data_directory_locked_by_another_process_is_one_clear_line(
+    tmp_path: Path, store: str
+) -> None:
+    """The wheel store had no lock: a second service on its directory started, and what
+    the first acknowledged was lost when the second one checkpointed."""
+    settings = load_settings(environ={}, overrides={"data_dir": str(tmp_path)})
+    if store == "rocks":
+        _filled_store(tmp_path)
+        holder: RocksTimerStore | WheelTimerStore = RocksTimerStore(settings.rocks_settings())
+    else:
+        holder = WheelTimerStore(settings.wheel_settings())
     try:
-        _assert_one_clear_line(_serve_once(tmp_path), rocks_dir, "lock")
+        done = _serve_once(tmp_path, "--store", store)
+        _assert_one_clear_line(done, tmp_path / store, "another process holds it")
+        assert "--data-dir" in done.stderr  # and what to do
     finally:
         holder.close()
+    # the lock went with the holder's close
+    if store == "rocks":
+        RocksTimerStore(settings.rocks_settings()).close()
+    else:
+        WheelTimerStore(settings.wheel_settings()).close()
 
 
 def test_a_missing_sst_file_is_one_clear_line(tmp_path: Path) -> None:
