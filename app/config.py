@@ -39,6 +39,13 @@ NOT_SETTINGS = frozenset(
 )
 # fields of the store sections that may be 0 (every other integer there is at least 1)
 ZERO_ALLOWED = frozenset({"rocks.blob_min_bytes"})  # 0: every value in blob files
+# upper bounds of every integer of a section: a size or a count is handed to RocksDB as a
+# 64-bit integer (a larger one was an OverflowError trace), and a duration becomes a
+# thread wait, an APScheduler interval or an offset from now (a tick of 10**13 ms killed
+# the scanner of a service that went on listening; a housekeeping interval of 10**17 ms
+# was a trace and exit 3, as if the data directory could not be opened)
+MAX_INT = 2**63 - 1
+MAX_DURATION_MS = 100 * 365 * 24 * 3600 * 1000  # 100 years
 
 
 class HousekeepingSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -90,6 +97,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise ConfigError("data_dir must not be empty", field="data_dir")
         if self.shutdown_grace_ms < 0:
             raise ConfigError("shutdown_grace_ms must be at least 0", field="shutdown_grace_ms")
+        _require_at_most_bound("shutdown_grace_ms", self.shutdown_grace_ms)
         # a negative retention expired every topic-log message at the first housekeeping
         # run, and a negative blob size was a traceback from RocksDB's options
         for section in ("engine", "limits", "housekeeping", "sinks", "rocks", "wheel"):
@@ -125,6 +133,17 @@ def _require_positive(section: str, values: Any) -> None:
         least = 0 if field in ZERO_ALLOWED else 1
         if value < least:
             raise ConfigError(f"{field} must be at least {least}", field=field)
+        _require_at_most_bound(field, value)
+
+
+def _require_at_most_bound(field: str, value: int) -> None:
+    """A duration at most ``MAX_DURATION_MS`` (100 years), any other integer ``MAX_INT``."""
+    if field.endswith("_ms") and value > MAX_DURATION_MS:
+        raise ConfigError(
+            f"{field} must be at most {MAX_DURATION_MS} (100 years, in milliseconds)", field=field
+        )
+    if value > MAX_INT:
+        raise ConfigError(f"{field} must be at most {MAX_INT} (2**63 - 1)", field=field)
 
 
 def _require_at_most(default: str, maximum: str, values: msgspec.Struct) -> None:

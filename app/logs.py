@@ -11,6 +11,13 @@ A JSON line has ``ts`` (UTC, ISO 8601 with milliseconds), ``level``, ``logger``,
 uvicorn's access lines get ``event: "access"`` and ``client``, ``method``, ``path``,
 ``http_version`` and ``status`` fields. An exception adds ``exc_type`` and ``exc``.
 
+Lines of the events written per failed batch (``delivery_failed``, ``dead_letter``,
+``sink_error``) are limited to ``FLOOD_LINES_PER_S`` a second each (``FloodLimit``): a
+webhook route answers timer by timer, so 2,000 timers due to a route that was down wrote
+2,603 lines in a few seconds, and a million would write millions. The first line let
+through after a stretch of dropped ones says how many (``suppressed``); the exact totals
+are in ``/metrics``.
+
 Both formats hide a URL's credentials in the whole line (``redact``): the password of
 ``scheme://user:password@host`` and the query string, which is where a webhook's or a
 Redis URL's token sits. A route's URL is logged when it changes and may hold either.
@@ -22,6 +29,9 @@ import json
 import logging
 import re
 import sys
+import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -35,6 +45,8 @@ _ACCESS_FIELDS = ("client", "method", "path", "http_version", "status")
 _URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:\"'\\]*:)[^\s/?#@\"'\\]+@")
 _URL_QUERY = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?#\"'\\]*)\?[^\s#\"'\\)]+")
 REDACTED = "***"
+FLOOD_EVENTS = frozenset({"delivery_failed", "dead_letter", "sink_error"})
+FLOOD_LINES_PER_S = 20  # per event
 
 
 def redact(line: str) -> str:
@@ -43,6 +55,37 @@ def redact(line: str) -> str:
         return line
     line = _URL_PASSWORD.sub(rf"\1{REDACTED}@", line)
     return _URL_QUERY.sub(rf"\1?{REDACTED}", line)
+
+
+class FloodLimit(logging.Filter):
+    """At most ``per_s`` lines a second of each event in ``FLOOD_EVENTS``; the first line
+    let through after dropped ones carries their count (``suppressed``, and in its text)."""
+
+    def __init__(
+        self, per_s: int = FLOOD_LINES_PER_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__()
+        self._per_s, self._clock = per_s, clock
+        self._seen: dict[str, tuple[int, int, int]] = {}  # event -> (second, passed, dropped)
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        event = getattr(record, "event", None)
+        if not isinstance(event, str) or event not in FLOOD_EVENTS:
+            return True
+        second = int(self._clock())
+        with self._lock:
+            start, passed, dropped = self._seen.get(event, (second, 0, 0))
+            if second != start:
+                start, passed = second, 0
+            if passed >= self._per_s:
+                self._seen[event] = (start, passed, dropped + 1)
+                return False
+            self._seen[event] = (start, passed + 1, 0)
+        if dropped:
+            record.suppressed = dropped
+            record.msg = f"{record.msg} ({dropped} earlier {event} lines suppressed)"
+        return True
 
 
 class TextFormatter(logging.Formatter):
@@ -76,6 +119,7 @@ def configure_logging(log_format: str, level: str, stream: IO[str] | None = None
     handler = logging.StreamHandler(stream or sys.stderr)
     formatter = JsonFormatter() if log_format == "json" else TextFormatter(TEXT_FORMAT)
     handler.setFormatter(formatter)
+    handler.addFilter(FloodLimit())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

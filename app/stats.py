@@ -21,7 +21,9 @@ BUCKETS_MS: tuple[tuple[str, int], ...] = (
 
 
 class DueBuckets(msgspec.Struct, frozen=True):
-    """Pending timers by due time from now. Counting stops at ``cap`` keys (``capped``)."""
+    """Pending timers by due time from now. Counting stops at ``cap`` keys (``capped``):
+    the timers past that point are ``uncounted``, not ``later`` (they may be due in a
+    minute; ``later`` said they were more than a day away)."""
 
     due_now: int
     lt_5s: int
@@ -30,6 +32,7 @@ class DueBuckets(msgspec.Struct, frozen=True):
     lt_1d: int
     later: int
     capped: bool
+    uncounted: int = 0
 
 
 class ServiceStats(msgspec.Struct, frozen=True):
@@ -57,9 +60,11 @@ def due_buckets(store: TimerStore, now_ms: int, pending: int, cap: int) -> DueBu
     cumulative = store.count_pending_due_before(deadlines, cap)
     counts = [cumulative[0]] + [b - a for a, b in itertools.pairwise(cumulative)]
     capped = cumulative[-1] >= cap
-    later = max(0, pending - cumulative[-1])
+    rest = max(0, pending - cumulative[-1])  # past the last deadline, or past the cap
     due_now, lt_5s, lt_1m, lt_1h, lt_1d = counts
-    return DueBuckets(due_now, lt_5s, lt_1m, lt_1h, lt_1d, later, capped)
+    if capped:
+        return DueBuckets(due_now, lt_5s, lt_1m, lt_1h, lt_1d, 0, capped, uncounted=rest)
+    return DueBuckets(due_now, lt_5s, lt_1m, lt_1h, lt_1d, rest, capped)
 
 
 def collect(store: TimerStore, engine: Engine | None, now_ms: int, cap: int) -> ServiceStats:

@@ -20,7 +20,7 @@ from app.clock import Clock
 from app.engine import Engine
 from app.groups import GroupOffsets
 from app.stats import ServiceStats
-from app.telemetry import PREFIX
+from app.telemetry import MAX_GROUP_SERIES, MAX_TOPIC_SERIES, OTHER, PREFIX
 from storage.errors import StoreClosedError
 from storage.protocol import TimerStore
 from storage.rocks.metrics import RocksMetrics
@@ -76,10 +76,15 @@ def _store_gauges(store: TimerStore) -> Iterator[Metric]:
     info.add_metric([], {"store": store.name})
     yield info
     stats = store.stats()
-    topics = store.topics()  # in memory: pending count and log end of every known topic
+    # in memory: pending count and log end of every known topic, by name; past
+    # MAX_TOPIC_SERIES topics the rest are summed into one OTHER series
+    topics = sorted(store.topics(), key=lambda row: row.topic)
+    own, rest = topics[:MAX_TOPIC_SERIES], topics[MAX_TOPIC_SERIES:]
     pending = GaugeMetricFamily(f"{P}_pending_timers", "Pending timers by topic", labels=["topic"])
-    for row in topics:
+    for row in own:
         pending.add_metric([row.topic], row.pending)
+    if rest:
+        pending.add_metric([OTHER], sum(row.pending for row in rest))
     yield pending
     yield _gauge("in_flight_timers", "Timers handed to the engine, not committed", stats.in_flight)
     yield _gauge("dead_letters", "Timers in the dead letters now", stats.dead_lettered)
@@ -91,8 +96,10 @@ def _store_gauges(store: TimerStore) -> Iterator[Metric]:
     log_end = GaugeMetricFamily(
         f"{P}_topic_log_end_offset", "Next offset of each topic log", labels=["topic"]
     )
-    for row in topics:
+    for row in own:
         log_end.add_metric([row.topic], row.log_end_offset)
+    if rest:  # a sum of offsets: only its moves say something (messages appended)
+        log_end.add_metric([OTHER], sum(row.log_end_offset for row in rest))
     yield log_end
 
 
@@ -108,9 +115,13 @@ def _group_gauges(store: TimerStore, groups: GroupOffsets) -> Iterator[Metric]:
         "Consumer group's lag: topic log end minus committed offset",
         labels=["topic", "group"],
     )
-    for (topic, group), offset in sorted(groups.committed_offsets().items()):
+    pairs = sorted(groups.committed_offsets().items())
+    for (topic, group), offset in pairs[:MAX_GROUP_SERIES]:
         committed.add_metric([topic, group], offset)
         lag.add_metric([topic, group], max(0, log_end.get(topic, 0) - offset))
+    if len(pairs) > MAX_GROUP_SERIES:  # the rest: their lag summed, no offset (no meaning)
+        rest = pairs[MAX_GROUP_SERIES:]
+        lag.add_metric([OTHER, OTHER], sum(max(0, log_end.get(t, 0) - o) for (t, _), o in rest))
     yield committed
     yield lag
 
@@ -142,7 +153,7 @@ def _snapshot_gauges(snapshot: ServiceStats | None, oldest_ms: int | None) -> It
         "Pending timers by due time from the snapshot (capped count)",
         labels=["due"],
     )
-    for name in ("due_now", "lt_5s", "lt_1m", "lt_1h", "lt_1d", "later"):
+    for name in ("due_now", "lt_5s", "lt_1m", "lt_1h", "lt_1d", "later", "uncounted"):
         buckets.add_metric([name], getattr(snapshot.due_buckets, name))
     yield buckets
     if oldest_ms is not None:

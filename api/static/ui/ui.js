@@ -5,11 +5,19 @@
 
 const KEY_STORE = "timerstore-api-key";
 const WINDOW_MS = 10 * 60 * 1000;
+// Topic names are client input: 50,000 topics made 250,000 cells rebuilt on every
+// refresh, about 2 s of the tab's main thread each time (it never caught up). The table
+// keeps the topics with the most pending (then the longest logs), in name order.
+const MAX_TOPIC_ROWS = 500;
 const params = new URLSearchParams(location.search);
 const REFRESH_MS = Math.max(250, Number(params.get("refresh_ms")) || 2000);
 const $ = id => document.getElementById(id);
 
-const state = { history: [], prev: null, askedStats: false, deadletters: [], timer: null };
+// deadLetterTotal: the timerstore_dead_letters gauge, what "Purge all" deletes (the table
+// holds the first 100 only: the confirmation said "100+" of 4,000)
+const state = {
+  history: [], prev: null, askedStats: false, deadletters: [], deadLetterTotal: null, timer: null,
+};
 
 class Unauthorized extends Error {}
 
@@ -127,7 +135,9 @@ function drawCharts(samples, nowMs) {
       ["hour", due.lt_1h || 0], ["day", due.lt_1d || 0], ["later", due.later || 0],
     ], "#5b6fd8");
     const at = one(samples, "timerstore_stats_snapshot_timestamp_seconds");
-    $("due-when").textContent = at ? "counted " + new Date(at * 1000).toLocaleTimeString() : "";
+    const uncounted = due.uncounted
+      ? `; ${Charts.formatNumber(due.uncounted)} more not counted (housekeeping.stats_count_cap)` : "";
+    $("due-when").textContent = at ? "counted " + new Date(at * 1000).toLocaleTimeString() + uncounted : "";
   } else if (!state.askedStats) {
     state.askedStats = true;  // no snapshot yet: /v1/stats counts one now
     api("/v1/stats").catch(() => {});
@@ -137,12 +147,13 @@ function drawCharts(samples, nowMs) {
 function drawEngine(samples, nowMs) {
   const seconds = v => !v ? "-" : new Date(v * 1000).toISOString().replace(".000", "");
   const lag = one(samples, "timerstore_scan_cursor_lag_seconds");
+  state.deadLetterTotal = one(samples, "timerstore_dead_letters");
   const rows = [
     ["pending", Charts.formatNumber(total(samples, "timerstore_pending_timers"))],
     ["in flight", one(samples, "timerstore_in_flight_timers")],
     ["delivery queue", `${one(samples, "timerstore_delivery_queue_depth_timers")} / ${one(samples, "timerstore_delivery_queue_capacity_timers")}`],
     ["scan cursor lag", lag === null ? "-" : lag.toFixed(3) + " s"],
-    ["dead letters", one(samples, "timerstore_dead_letters")],
+    ["dead letters", state.deadLetterTotal],
     ["oldest pending due", seconds(one(samples, "timerstore_oldest_pending_due_timestamp_seconds"))],
     ["watermark", seconds(one(samples, "timerstore_watermark_timestamp_seconds"))],
   ];
@@ -170,8 +181,20 @@ function button(text, cls, onClick) {
   return b;
 }
 
+function shownTopics(topics) {
+  if (topics.length <= MAX_TOPIC_ROWS) return topics;
+  const largest = [...topics].sort((a, b) =>
+    b.pending - a.pending || b.log_end_offset - a.log_end_offset);
+  const keep = new Set(largest.slice(0, MAX_TOPIC_ROWS));
+  return topics.filter(t => keep.has(t));
+}
+
 function drawTopics(topics) {
-  $("topics").tBodies[0].replaceChildren(...topics.map(t => {
+  const shown = shownTopics(topics), hidden = topics.length - shown.length;
+  $("topics-more").textContent = hidden > 0
+    ? `${hidden} more topics not shown (these are the ${shown.length} with the most pending; GET /v1/topics lists every one)`
+    : "";
+  $("topics").tBodies[0].replaceChildren(...shown.map(t => {
     const tr = document.createElement("tr");
     const lag = t.groups.length ? t.groups.map(g => `${g.group}: ${g.lag}`).join(", ") : "-";
     tr.append(cell(t.topic), cell(String(t.pending), "num"), cell(String(t.log_end_offset), "num"),
@@ -182,7 +205,10 @@ function drawTopics(topics) {
 
 function drawDeadLetters(page) {
   state.deadletters = page.timers;
-  $("dl-count").textContent = `(${page.timers.length}${page.next_cursor ? "+" : ""})`;
+  const total = state.deadLetterTotal;
+  $("dl-count").textContent = total !== null && (page.next_cursor || total > page.timers.length)
+    ? `(${total}, the first ${page.timers.length} below)`
+    : `(${page.timers.length}${page.next_cursor ? "+" : ""})`;
   $("deadletters").tBodies[0].replaceChildren(...page.timers.map(t => {
     const tr = document.createElement("tr");
     tr.dataset.topic = t.topic; tr.dataset.id = t.id;
@@ -253,7 +279,10 @@ $("login").addEventListener("submit", event => {
 });
 
 $("dl-purge").addEventListener("click", () => {
-  $("dl-confirm-count").textContent = String(state.deadletters.length) + ($("dl-count").textContent.includes("+") ? "+" : "");
+  const total = state.deadLetterTotal;
+  $("dl-confirm-count").textContent = total !== null && total >= state.deadletters.length
+    ? String(total)
+    : String(state.deadletters.length) + ($("dl-count").textContent.includes("+") ? "+" : "");
   $("dl-confirm").hidden = false;
 });
 $("dl-purge-no").addEventListener("click", () => { $("dl-confirm").hidden = true; });
