@@ -23,7 +23,7 @@ import msgspec
 
 from app.engine import EngineSettings
 from app.routing import SinkSettings
-from app.timer_requests import RequestLimits
+from app.timer_requests import DEFAULT_PAGE_LIMIT, RequestLimits
 from storage.errors import ConfigError
 from storage.rocks import RocksSettings
 from storage.wheel import WheelSettings
@@ -102,6 +102,13 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         # run, and a negative blob size was a traceback from RocksDB's options
         for section in ("engine", "limits", "housekeeping", "sinks", "rocks", "wheel"):
             _require_positive(section, getattr(self, section))
+        if self.limits.max_page_limit < DEFAULT_PAGE_LIMIT:  # a listing without a limit
+            raise ConfigError(
+                f"limits.max_page_limit must be at least {DEFAULT_PAGE_LIMIT}, the page size "
+                "of a listing that gives no limit (bound a page's memory with "
+                "limits.max_page_bytes)",
+                field="limits.max_page_limit",
+            )
         _require_at_most("sinks.default_timeout_ms", "sinks.max_timeout_ms", self.sinks)
         _require_at_most("sinks.default_max_attempts", "sinks.max_max_attempts", self.sinks)
 

@@ -39,6 +39,9 @@ class TimerRequest(Protocol):
     headers: dict[str, str] | None
 
 
+DEFAULT_PAGE_LIMIT = 100  # a GET listing's `limit` when none is given
+
+
 class RequestLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What one request may carry; the settings section ``limits``."""
 
@@ -48,7 +51,7 @@ class RequestLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_batch_timers: int = 10_000
     max_body_bytes: int = 32 << 20
     max_wait_ms: int = 30_000  # longest long-poll
-    max_page_limit: int = 1000  # GET listings: largest `limit`
+    max_page_limit: int = 1000  # GET listings: largest `limit` (at least DEFAULT_PAGE_LIMIT)
     # GET listings (timers, dead letters, topic-log messages): a page ends once its payloads
     # and headers reach this many bytes, so a page of 1 MiB payloads is not a gigabyte
     max_page_bytes: int = 16 << 20

@@ -13,6 +13,7 @@ from api.params import Cursor, PageLimit, TimerIdPath, TopicFilter, TopicPath
 from api.responses import MsgspecJSONResponse
 from api.routes.deps import page_limit, service_of
 from api.schemas import Purged, Replayed, TimerList, timer_from_replay, timer_from_view
+from app.timer_requests import DEFAULT_PAGE_LIMIT
 from storage.errors import InvalidInputError
 
 router = APIRouter(prefix="/v1/deadletters", tags=["deadletters"])
@@ -29,7 +30,7 @@ router = APIRouter(prefix="/v1/deadletters", tags=["deadletters"])
 async def list_dead_letters(
     request: Request,
     topic: TopicFilter = None,
-    limit: PageLimit = 100,
+    limit: PageLimit = DEFAULT_PAGE_LIMIT,
     cursor: Cursor = None,
 ) -> Response:
     page = await service_of(request).dead_letters(

@@ -19,6 +19,7 @@ from api.schemas import (
     timer_from_schedule,
     timer_from_view,
 )
+from app.timer_requests import DEFAULT_PAGE_LIMIT
 
 router = APIRouter(prefix="/v1/timers", tags=["timers"])
 
@@ -86,7 +87,7 @@ async def list_timers(
     topic: TopicFilter = None,
     from_ms: FromMs = 0,
     to_ms: ToMs = None,
-    limit: PageLimit = 100,
+    limit: PageLimit = DEFAULT_PAGE_LIMIT,
     cursor: Cursor = None,
 ) -> Response:
     page = await service_of(request).list_pending(

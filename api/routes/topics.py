@@ -10,6 +10,7 @@ from api.params import GroupFilter, OptionalOffset, PageLimit, TopicPath, WaitMs
 from api.responses import MsgspecJSONResponse
 from api.routes.deps import page_limit, settings_of, topics_of
 from api.schemas import MessageList, Topic, TopicList, message_from_log
+from app.timer_requests import DEFAULT_PAGE_LIMIT
 from storage.errors import InvalidInputError
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
@@ -54,7 +55,7 @@ async def read_messages(
     topic: TopicPath,
     offset: OptionalOffset = None,
     group: GroupFilter = None,
-    limit: PageLimit = 100,
+    limit: PageLimit = DEFAULT_PAGE_LIMIT,
     wait_ms: WaitMs = 0,
 ) -> Response:
     top = settings_of(request).limits.max_wait_ms

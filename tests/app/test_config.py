@@ -23,7 +23,7 @@ def test_nested_fields_are_set_as_section_double_underscore_field() -> None:
         environ={
             "TIMERSTORE_ENGINE__TICK_MS": "5",
             "TIMERSTORE_ROCKS__SYNC_WRITES": "true",
-            "TIMERSTORE_LIMITS__MAX_PAGE_LIMIT": "7",
+            "TIMERSTORE_LIMITS__MAX_PAGE_LIMIT": "700",
             "TIMERSTORE_API_KEYS": "a, b,,",
             "TIMERSTORE_DATA_DIR": "/srv/t",
             "TIMERSTORE_LOG_FORMAT": "json",
@@ -33,7 +33,7 @@ def test_nested_fields_are_set_as_section_double_underscore_field() -> None:
     assert (settings.log_format, settings.metrics_public) == ("json", True)
     assert settings.engine.tick_ms == 5
     assert settings.rocks_settings().sync_writes is True
-    assert settings.limits.max_page_limit == 7
+    assert settings.limits.max_page_limit == 700
     assert settings.api_keys == ("a", "b")
     assert settings.rocks_settings().path == "/srv/t/rocks"
 
@@ -61,6 +61,8 @@ def test_nested_fields_are_set_as_section_double_underscore_field() -> None:
         ({"TIMERSTORE_DATA_DIR": " "}, "data_dir"),  # kept the data in the cwd
         ({"TIMERSTORE_SINKS__DEFAULT_TIMEOUT_MS": "90000"}, "sinks.default_timeout_ms"),
         ({"TIMERSTORE_SINKS__DEFAULT_MAX_ATTEMPTS": "101"}, "sinks.default_max_attempts"),
+        # below the default page size: every listing without a limit was a 422
+        ({"TIMERSTORE_LIMITS__MAX_PAGE_LIMIT": "50"}, "limits.max_page_limit"),
         # set but empty (an unset substitution): the service ran with no key at all
         ({"TIMERSTORE_API_KEYS": ""}, "TIMERSTORE_API_KEYS"),
         ({"TIMERSTORE_ADMIN_KEYS": " , "}, "TIMERSTORE_ADMIN_KEYS"),
