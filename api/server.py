@@ -47,6 +47,7 @@ log = logging.getLogger("timerstore.server")
 FORCED_EXIT_CODE = 130
 EXIT_BAD_SETTINGS = 2
 EXIT_STORE_UNAVAILABLE = 3  # the data directory cannot be opened: the message says why
+EXIT_INTERRUPTED = 130  # stopped by SIGINT (Ctrl-C), as a shell reports it
 EXIT_CANNOT_LISTEN = 4  # host:port cannot be bound (uvicorn would exit 3, as a bad store)
 LISTEN_BACKLOG = 2048  # uvicorn's, which listens on the same sockets after the store opened
 STARTING_MESSAGE = (
@@ -324,7 +325,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"timerstore serve: {exc.message}", file=sys.stderr)
             return EXIT_STORE_UNAVAILABLE
         server = build_server(settings, store)
-        server.run(sockets=listeners)
+        try:
+            server.run(sockets=listeners)
+        except KeyboardInterrupt:  # uvicorn stopped cleanly, then raised Ctrl-C's signal again
+            return EXIT_INTERRUPTED
     finally:
         close_all(listeners)  # uvicorn closed them already unless its startup failed
     return 0 if server.started else 1

@@ -106,7 +106,9 @@ class ServerProcess:
         cmd = [sys.executable, "-m", "timerstore", "serve", "--port", str(port)]
         cmd += ["--data-dir", str(self.data_dir)]
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=log)
+            self.proc = subprocess.Popen(
+                cmd, cwd=ROOT, env=env, stdout=log, stderr=log, preexec_fn=_default_sigint
+            )
         self.url = f"http://127.0.0.1:{port}"
         try:
             self._wait_ready(self.proc, time.monotonic() + 30)
@@ -142,6 +144,12 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def _default_sigint() -> None:
+    """The server takes SIGINT as a terminal's Ctrl-C would reach it, also when the tests
+    run in the background (a shell starts background jobs with SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def now_ms() -> int:

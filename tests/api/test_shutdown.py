@@ -151,3 +151,25 @@ def test_second_signal_forces_exit_without_losing_acknowledged_writes(tmp_path: 
     assert code == 130, server.log()
     assert "exiting now" in server.log()
     _check_nothing_lost(data_dir, burst.acked)
+
+
+def test_ctrl_c_stops_cleanly_without_a_traceback(tmp_path: Path) -> None:
+    """uvicorn stops, then raises SIGINT again: it was a 30-line KeyboardInterrupt trace."""
+    server = ServerProcess(tmp_path / "data", ENV)
+    url = server.start()
+    try:
+        r = httpx.post(url + "/v1/timers", json={"topic": "t", "id": "a", "delay_ms": HOUR_MS})
+        assert r.status_code == 201
+        server.signal(signal.SIGINT)
+        code = server.wait(30)
+    finally:
+        server.kill()
+    assert code == 130, server.log()
+    assert "Traceback" not in server.log() and "service stopped" in server.log()
+    again = ServerProcess(tmp_path / "data", ENV)
+    try:
+        assert httpx.get(again.start() + "/v1/timers/t/a").json()["state"] == "pending"
+    finally:
+        again.signal(signal.SIGTERM)
+        again.wait(30)
+        again.kill()
