@@ -217,6 +217,21 @@ def load_settings(
     except msgspec.ValidationError as exc:
         field = _field_of(exc)
         raise ConfigError(_invalid_message(exc, field, values, environ), field=field) from None
+    except ConfigError as exc:  # a rule of Settings.__post_init__: name the variable too
+        env_name = _env_name(exc.field) if exc.field else ""
+        if env_name not in environ or env_name in exc.message:
+            raise
+        field, message = exc.field, exc.message
+        if message.startswith(field):  # where a type error names it: after the setting
+            text = f"{field} ({env_name}){message[len(field) :]}"
+        else:
+            text = f"{message} ({env_name})"
+        raise ConfigError(text, field=field) from None
+
+
+def _env_name(field: str) -> str:
+    """The environment variable of a setting: ``engine.tick_ms`` -> TIMERSTORE_ENGINE__TICK_MS."""
+    return ENV_PREFIX + field.upper().replace(".", SECTION_SEPARATOR)
 
 
 def _split_keys(key: str, raw: str) -> list[str]:
@@ -252,6 +267,6 @@ def _invalid_message(
         raw = raw.get(part) if isinstance(raw, dict) else None
     if isinstance(raw, str) and not field.endswith("_keys"):
         reason = reason.replace(", got `str`", f", got {raw!r}")
-    env_name = ENV_PREFIX + field.upper().replace(".", SECTION_SEPARATOR)
+    env_name = _env_name(field)
     source = f" ({env_name})" if env_name in environ else ""
     return f"invalid setting {field}{source}: {reason}"

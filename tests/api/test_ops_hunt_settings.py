@@ -22,16 +22,18 @@ BOUND_MS = "3153600000000 (100 years, in milliseconds)"
     [
         (
             {"TIMERSTORE_ENGINE__TICK_MS": str(10**13)},
-            f"timerstore serve: engine.tick_ms must be at most {BOUND_MS}",
+            "timerstore serve: engine.tick_ms (TIMERSTORE_ENGINE__TICK_MS) must be at most "
+            + BOUND_MS,
         ),
         (
             {"TIMERSTORE_HOUSEKEEPING__INTERVAL_MS": str(10**17)},
-            f"timerstore serve: housekeeping.interval_ms must be at most {BOUND_MS}",
+            "timerstore serve: housekeeping.interval_ms (TIMERSTORE_HOUSEKEEPING__INTERVAL_MS)"
+            " must be at most " + BOUND_MS,
         ),
         (
             {"TIMERSTORE_ROCKS__WRITE_BUFFER_BYTES": str(10**20)},
-            "timerstore serve: rocks.write_buffer_bytes must be at most "
-            "9223372036854775807 (2**63 - 1)",
+            "timerstore serve: rocks.write_buffer_bytes (TIMERSTORE_ROCKS__WRITE_BUFFER_BYTES)"
+            " must be at most 9223372036854775807 (2**63 - 1)",
         ),
     ],
 )

@@ -34,11 +34,13 @@ def _serve(data_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess[s
     [
         (
             {"TIMERSTORE_ROCKS__BLOB_MIN_BYTES": "-1"},
-            "timerstore serve: rocks.blob_min_bytes must be at least 0",
+            "timerstore serve: rocks.blob_min_bytes (TIMERSTORE_ROCKS__BLOB_MIN_BYTES)"
+            " must be at least 0",
         ),
         (
             {"TIMERSTORE_ROCKS__LOG_RETENTION_MS": "-1"},
-            "timerstore serve: rocks.log_retention_ms must be at least 1",
+            "timerstore serve: rocks.log_retention_ms (TIMERSTORE_ROCKS__LOG_RETENTION_MS)"
+            " must be at least 1",
         ),
         (
             {"TIMERSTORE_ENGINE__TICK_MS": "5ms"},

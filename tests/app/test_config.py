@@ -124,3 +124,21 @@ def test_a_value_of_the_wrong_type_names_the_variable_and_the_value() -> None:
         "invalid setting engine.tick_ms (TIMERSTORE_ENGINE__TICK_MS): Expected `int`, got '1.5'"
     )
     assert caught.value.field == "engine.tick_ms"
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"TIMERSTORE_ENGINE__TICK_MS": "0"},
+        {"TIMERSTORE_HOST": ""},
+        {"TIMERSTORE_SINKS__DEFAULT_MAX_ATTEMPTS": "101"},
+        {"TIMERSTORE_ENGINE__TICK_MS": "1.5"},
+    ],
+)
+def test_a_bad_value_from_the_environment_names_its_variable(environ: dict[str, str]) -> None:
+    """A range or emptiness rule named only the setting (``engine.tick_ms``), while a type
+    error named the variable too; an operator edits the variable."""
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ=environ)
+    [variable] = environ
+    assert f"({variable})" in caught.value.message

@@ -32,7 +32,7 @@ def test_a_value_past_the_upper_bound_is_one_config_error_naming_it(
     with pytest.raises(ConfigError) as caught:
         load_settings(environ={key: str(value)})
     assert caught.value.field == field
-    assert caught.value.message.startswith(f"{field} must be at most ")
+    assert caught.value.message.startswith(f"{field} ({key}) must be at most ")
     if bound is not None:
         assert str(bound) in caught.value.message
 
