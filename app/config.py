@@ -218,10 +218,10 @@ def load_settings(
         field = _field_of(exc)
         raise ConfigError(_invalid_message(exc, field, values, environ), field=field) from None
     except ConfigError as exc:  # a rule of Settings.__post_init__: name the variable too
-        env_name = _env_name(exc.field) if exc.field else ""
-        if env_name not in environ or env_name in exc.message:
+        field, message = exc.field or "", exc.message
+        env_name = _env_name(field) if field else ""
+        if env_name not in environ or env_name in message:
             raise
-        field, message = exc.field, exc.message
         if message.startswith(field):  # where a type error names it: after the setting
             text = f"{field} ({env_name}){message[len(field) :]}"
         else:
