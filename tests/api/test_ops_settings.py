@@ -1,5 +1,6 @@
 """``timerstore serve`` with a bad setting: one line naming it, exit 2, never a traceback,
-and nothing started (a store setting RocksDB refused was a trace and exit 1)."""
+and nothing started (a store setting RocksDB refused was a trace and exit 1, an integer
+too large a service that listened with a dead scanner)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 
 from api.server import EXIT_BAD_SETTINGS
 from tests.api.helpers import ROOT, free_port
+
+BOUND_MS = "3153600000000 (100 years, in milliseconds)"
 
 
 def _serve(data_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -51,6 +54,23 @@ def _serve(data_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess[s
             {"TIMERSTORE_LOG_FORMT": "json"},
             "timerstore serve: unknown setting TIMERSTORE_LOG_FORMT "
             "(did you mean TIMERSTORE_LOG_FORMAT?)",
+        ),
+        # too large: a scanner dead of an OverflowError in a service that went on
+        # listening (/readyz 503 for good), a trace and exit 3, a trace and exit 1
+        (
+            {"TIMERSTORE_ENGINE__TICK_MS": str(10**13)},
+            "timerstore serve: engine.tick_ms (TIMERSTORE_ENGINE__TICK_MS) must be at most "
+            + BOUND_MS,
+        ),
+        (
+            {"TIMERSTORE_HOUSEKEEPING__INTERVAL_MS": str(10**17)},
+            "timerstore serve: housekeeping.interval_ms (TIMERSTORE_HOUSEKEEPING__INTERVAL_MS)"
+            " must be at most " + BOUND_MS,
+        ),
+        (
+            {"TIMERSTORE_ROCKS__WRITE_BUFFER_BYTES": str(10**20)},
+            "timerstore serve: rocks.write_buffer_bytes (TIMERSTORE_ROCKS__WRITE_BUFFER_BYTES)"
+            " must be at most 9223372036854775807 (2**63 - 1)",
         ),
     ],
 )
