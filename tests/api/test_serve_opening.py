@@ -194,13 +194,15 @@ def test_a_client_trickling_a_request_does_not_hold_the_start_up(
     one trickling client held the start until the probe process was killed (5 s)."""
     opening.wait_for_healthz()
     tasks = Path(f"/proc/{opening.probe_process()}/task")
-    idle_threads = len(list(tasks.iterdir()))
+    # by thread id, not by count: the thread that answered wait_for_healthz may still be
+    # ending, and its exit would hide the new one in a count
+    before = {task.name for task in tasks.iterdir()}
     stop = threading.Event()
     trickler = threading.Thread(target=_trickle, args=(opening.port, stop))
     trickler.start()
     try:
         wait_for(
-            lambda: len(list(tasks.iterdir())) > idle_threads,
+            lambda: bool({task.name for task in tasks.iterdir()} - before),
             10,
             "the probe process to take the connection",
         )
