@@ -174,7 +174,8 @@ def run_import_command(args: argparse.Namespace) -> int:
     base_ms = args.base_ms if args.base_ms is not None else now_ms
     settings, store, floor_ms, stage_dir = _import_target(args, now_ms)
     try:
-        make_stage_dir(stage_dir)  # before Spark starts: a bad path fails in a second
+        # before Spark starts: a bad path fails in a second
+        make_dir(stage_dir, "stage directory", "--stage-dir", "stage_dir")
         if args.rejects:
             check_rejects_path(args.rejects)
         with (
@@ -268,16 +269,20 @@ def check_input_exists(path: str, field: str) -> None:
         raise InvalidInputError(f"{field} {path} does not exist", field=field)
 
 
-def make_stage_dir(path: str) -> None:
-    """Create the stage directory, or InvalidInputError naming ``stage_dir`` and the cause."""
+def make_dir(path: str, what: str, option: str, field: str) -> None:
+    """Create a directory the command writes into (``--stage-dir``, ``--out``), or an
+    InvalidInputError naming ``field``, the cause and the option to change."""
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
         raise InvalidInputError(
-            f"cannot create the stage directory {path}: {exc.strerror or exc}; "
-            "choose another --stage-dir",
-            field="stage_dir",
+            f"cannot create the {what} {path}: {exc.strerror or exc}; choose another {option}",
+            field=field,
         ) from exc
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InvalidInputError(
+            f"the {what} {path} is not writable; choose another {option}", field=field
+        )
 
 
 def check_rejects_path(path: str) -> None:
@@ -302,26 +307,10 @@ def check_rejects_path(path: str) -> None:
         )
 
 
-def make_out_dir(path: str) -> None:
-    """Create the output directory (``--out``), or InvalidInputError naming it and the cause."""
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as exc:
-        raise InvalidInputError(
-            f"cannot create the output directory {path}: {exc.strerror or exc}; "
-            "choose another --out",
-            field="--out",
-        ) from exc
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise InvalidInputError(
-            f"the output directory {path} is not writable; choose another --out", field="--out"
-        )
-
-
 def run_export_command(args: argparse.Namespace) -> int:
     from pipeline.deliveries import export
 
-    make_out_dir(args.out)
+    make_dir(args.out, "output directory", "--out", "--out")
     rows = export(service_settings(args.data_dir).store_dir("rocks"), args.out, args.since_ms)
     _print({"deliveries": rows, "out": args.out})
     return 0
@@ -333,7 +322,7 @@ def run_analyze_command(args: argparse.Namespace) -> int:
 
     check_input_exists(args.deliveries, "deliveries")
     check_input_files(args.deliveries, "deliveries", "parquet")
-    make_out_dir(args.out)  # before Spark starts
+    make_dir(args.out, "output directory", "--out", "--out")  # before Spark starts
     with (
         spark_session(args.master, "timerstore-analyze", _conf(args)) as spark,
         input_read_errors("deliveries", args.deliveries),
