@@ -41,6 +41,23 @@ def backoff_ms(attempt: int, base_ms: int, max_ms: int) -> int:
     return int(min(max_ms, base_ms * 2 ** max(0, attempt - 1)))
 
 
+def lateness_of(batch: Sequence[DueTimer], delivered_ms: int) -> list[int]:
+    """Each timer's lateness: ``delivered_ms`` less the later of its requested and its
+    created time (a timer asked for in the past is late only from its creation). A
+    conditional expression, not ``max``: 0.08 against 0.18 us a timer (``timeit``), in
+    the burst's busiest loop outside the store (docs/perf.md)."""
+    found = [t.record for t in batch]
+    return [
+        delivered_ms
+        - (
+            r.created_at_ms
+            if r.created_at_ms > r.requested_deliver_at_ms
+            else r.requested_deliver_at_ms
+        )
+        for r in found
+    ]
+
+
 class Dispatcher(StageThread):
     name = "timerstore-dispatcher"
 
@@ -194,10 +211,7 @@ class Dispatcher(StageThread):
         with self._released_on_error(batch, "commit of delivered timers"):
             self.store.commit_delivered(batch, delivered_ms, sink=sink)
         self.delivered += len(batch)
-        lateness_ms = [
-            delivered_ms - max(t.record.requested_deliver_at_ms, t.record.created_at_ms)
-            for t in batch
-        ]
+        lateness_ms = lateness_of(batch, delivered_ms)
         self.lateness.record(lateness_ms)
         if self.telemetry is not None:
             seconds = time.perf_counter() - started
