@@ -3,7 +3,9 @@
 - ``housekeep``: the store's watermark advance + range delete + compaction and the
   retention of ``done`` records and topic logs. It runs in a worker thread (through the
   service), so the event loop keeps serving while RocksDB compacts.
-- ``snapshot``: a stats snapshot, logged at debug level and kept for ``/v1/stats``.
+- ``snapshot``: a stats snapshot, logged at debug level and kept for ``/v1/stats``; it
+  also reports the failure log lines a flood that stopped dropped at its end
+  (``app.logs.FloodLimit``).
 
 Both are coroutine jobs with ``max_instances=1`` and ``coalesce``: a slow compaction
 never piles up runs. The store is never closed under a running compaction: the service
@@ -21,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from app.config import HousekeepingSettings
+from app.logs import report_suppressed_lines
 from app.service import TimerService
 from storage.errors import StoreClosedError
 
@@ -120,6 +123,7 @@ class Housekeeper:
         )
 
     async def _snapshot(self) -> None:
+        report_suppressed_lines()  # a flood of failure lines that stopped: its last count
         stats = await self.service.stats()
         self.snapshots += 1
         log.debug(

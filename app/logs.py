@@ -15,8 +15,9 @@ Lines of the events written per failed batch (``delivery_failed``, ``dead_letter
 ``sink_error``) are limited to ``FLOOD_LINES_PER_S`` a second each (``FloodLimit``): a
 webhook route answers timer by timer, so 2,000 timers due to a route that was down wrote
 2,603 lines in a few seconds, and a million would write millions. The first line let
-through after a stretch of dropped ones says how many (``suppressed``); the exact totals
-are in ``/metrics``.
+through after a stretch of dropped ones says how many (``suppressed``), and when no line
+follows, the next stats snapshot (every ``housekeeping.stats_snapshot_interval_ms``)
+writes one ``log_suppressed`` line with the count; the exact totals are in ``/metrics``.
 
 Both formats hide a URL's credentials in the whole line (``redact``): the password of
 ``scheme://user:password@host`` and the query string, which is where a webhook's or a
@@ -47,6 +48,7 @@ _URL_QUERY = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?#\"'\\]*)\?[^\s#\"'\
 REDACTED = "***"
 FLOOD_EVENTS = frozenset({"delivery_failed", "dead_letter", "sink_error"})
 FLOOD_LINES_PER_S = 20  # per event
+log = logging.getLogger(__name__)
 
 
 def redact(line: str) -> str:
@@ -86,6 +88,33 @@ class FloodLimit(logging.Filter):
             record.suppressed = dropped
             record.msg = f"{record.msg} ({dropped} earlier {event} lines suppressed)"
         return True
+
+    def report_suppressed(self) -> None:
+        """One ``log_suppressed`` line per event whose dropped lines no later line has
+        reported and whose second has ended: a flood that stopped would otherwise never
+        say how many lines it dropped at its end (the counter is then reset, so the next
+        line let through carries no count twice)."""
+        second = int(self._clock())
+        with self._lock:
+            ended = {e: d for e, (start, _, d) in self._seen.items() if d and start != second}
+            for event in ended:
+                del self._seen[event]
+        for event, dropped in sorted(ended.items()):
+            log.warning(
+                "%d %s lines suppressed at the end of a flood (totals: /metrics)",
+                dropped,
+                event,
+                extra={"event": "log_suppressed", "suppressed_event": event, "suppressed": dropped},
+            )
+
+
+def report_suppressed_lines() -> None:
+    """``FloodLimit.report_suppressed`` of every handler on the root logger (the one
+    ``configure_logging`` set); called by the periodic stats snapshot."""
+    for handler in logging.getLogger().handlers:
+        for flood in handler.filters:
+            if isinstance(flood, FloodLimit):
+                flood.report_suppressed()
 
 
 class TextFormatter(logging.Formatter):

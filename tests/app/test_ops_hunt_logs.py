@@ -11,12 +11,17 @@ are the real ones, on a real RocksDB, posting to a real receiver that answers 50
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
 import time
+from types import SimpleNamespace
+from typing import Any
 
+from app.config import HousekeepingSettings
 from app.engine import EngineSettings
+from app.housekeeping import Housekeeper
 from app.logs import FLOOD_LINES_PER_S, FloodLimit, configure_logging
 from storage.protocol import NewTimer
 from tests.app.webhook_engine import webhook_engine
@@ -84,3 +89,60 @@ def test_the_first_line_after_a_dropped_stretch_counts_them() -> None:
     assert record.getMessage() == "dead-lettered t/x (7 earlier dead_letter lines suppressed)"
     later = _record("dead_letter")
     assert limit.filter(later) and not hasattr(later, "suppressed")
+
+
+def test_a_flood_that_stops_reports_its_last_dropped_lines_once(caplog) -> None:
+    seconds = _Seconds()
+    limit = FloodLimit(per_s=3, clock=seconds)
+    assert [limit.filter(_record("dead_letter")) for _ in range(10)].count(False) == 7
+    caplog.set_level(logging.WARNING, logger="app.logs")
+    limit.report_suppressed()  # the second has not ended: a later line may still carry it
+    assert [r for r in caplog.records if r.name == "app.logs"] == []
+    seconds.now += 1
+    limit.report_suppressed()
+    limit.report_suppressed()  # reported once
+    [line] = [r for r in caplog.records if r.name == "app.logs"]
+    assert (line.event, line.suppressed_event, line.suppressed) == (  # type: ignore[attr-defined]
+        "log_suppressed",
+        "dead_letter",
+        7,
+    )
+    assert line.getMessage().startswith("7 dead_letter lines suppressed")
+    after = _record("dead_letter")
+    assert limit.filter(after) and not hasattr(after, "suppressed")  # not counted twice
+
+
+def test_the_stats_snapshot_writes_the_count_a_stopped_flood_left(restore_logging) -> None:
+    """Through ``configure_logging``'s handler and the housekeeper's snapshot job."""
+    out = io.StringIO()
+    configure_logging("json", "info", out)
+    flooded = logging.getLogger("tests.flood")
+    _next_second()  # the flood (a few ms) then falls in one second and its end drops lines
+    for _ in range(FLOOD_LINES_PER_S * 3):
+        flooded.warning("dead-lettered", extra={"event": "dead_letter"})
+    _next_second()  # the flood's second has ended: the snapshot may report it
+    asyncio.run(Housekeeper(_StatsOnly(), HousekeepingSettings())._snapshot())  # type: ignore[arg-type]
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    passed = [x for x in lines if x["event"] == "dead_letter"]
+    [report] = [x for x in lines if x["event"] == "log_suppressed"]
+    told = sum(x.get("suppressed", 0) for x in passed) + report["suppressed"]
+    assert told == FLOOD_LINES_PER_S * 3 - len(passed)
+    assert report["suppressed_event"] == "dead_letter"
+
+
+def _next_second() -> None:
+    """Return once ``time.monotonic``'s whole second (``FloodLimit``'s window) changes."""
+    second = int(time.monotonic())
+    deadline = time.monotonic() + 2
+    while int(time.monotonic()) == second and time.monotonic() < deadline:
+        time.sleep(0.005)  # polls the clock for a condition that is certain within 1 s
+
+
+class _StatsOnly:
+    """The one call of ``TimerService`` the snapshot job makes."""
+
+    async def stats(self) -> Any:
+        return SimpleNamespace(
+            pending=0, in_flight=0, queue_depth=0, queue_capacity=1, delivered=0,
+            lateness=SimpleNamespace(p99_ms=None),
+        )  # fmt: skip
