@@ -4,8 +4,8 @@
   retention of ``done`` records and topic logs. It runs in a worker thread (through the
   service), so the event loop keeps serving while RocksDB compacts.
 - ``snapshot``: a stats snapshot, logged at debug level and kept for ``/v1/stats``; it
-  also reports the failure log lines a flood that stopped dropped at its end
-  (``app.logs.FloodLimit``).
+  also counts the failure log lines dropped that no line has counted yet
+  (``app.logs.FloodLimit``), so a flood that stops says how many it dropped at its end.
 
 Both are coroutine jobs with ``max_instances=1`` and ``coalesce``: a slow compaction
 never piles up runs. The store is never closed under a running compaction: the service
@@ -123,7 +123,7 @@ class Housekeeper:
         )
 
     async def _snapshot(self) -> None:
-        report_suppressed_lines()  # a flood of failure lines that stopped: its last count
+        report_suppressed_lines()  # failure lines dropped that no line has counted yet
         stats = await self.service.stats()
         self.snapshots += 1
         log.debug(

@@ -15,9 +15,10 @@ Lines of the events written per failed batch (``delivery_failed``, ``dead_letter
 ``sink_error``) are limited to ``FLOOD_LINES_PER_S`` a second each (``FloodLimit``): a
 webhook route answers timer by timer, so 2,000 timers due to a route that was down wrote
 2,603 lines in a few seconds, and a million would write millions. The first line let
-through after a stretch of dropped ones says how many (``suppressed``), and when no line
-follows, the next stats snapshot (every ``housekeeping.stats_snapshot_interval_ms``)
-writes one ``log_suppressed`` line with the count; the exact totals are in ``/metrics``.
+through after a stretch of dropped ones says how many (``suppressed``), and the stats
+snapshot (every ``housekeeping.stats_snapshot_interval_ms``) writes one ``log_suppressed``
+line with any count no line has told yet, so a flood that stops still says how many it
+dropped at its end; the exact totals are in ``/metrics``.
 
 Both formats hide a URL's credentials in the whole line (``redact``): the password of
 ``scheme://user:password@host`` and the query string, which is where a webhook's or a
@@ -90,18 +91,17 @@ class FloodLimit(logging.Filter):
         return True
 
     def report_suppressed(self) -> None:
-        """One ``log_suppressed`` line per event whose dropped lines no later line has
-        reported and whose second has ended: a flood that stopped would otherwise never
-        say how many lines it dropped at its end (the counter is then reset, so the next
-        line let through carries no count twice)."""
-        second = int(self._clock())
+        """One ``log_suppressed`` line per event with dropped lines no line has reported
+        yet: a flood that stopped would otherwise never say how many it dropped at its
+        end. The count starts again from 0; the second's allowance is kept."""
         with self._lock:
-            ended = {e: d for e, (start, _, d) in self._seen.items() if d and start != second}
-            for event in ended:
-                del self._seen[event]
-        for event, dropped in sorted(ended.items()):
+            counts = {e: d for e, (_, _, d) in self._seen.items() if d}
+            for event in counts:
+                start, passed, _ = self._seen[event]
+                self._seen[event] = (start, passed, 0)
+        for event, dropped in sorted(counts.items()):
             log.warning(
-                "%d %s lines suppressed at the end of a flood (totals: /metrics)",
+                "%d %s lines suppressed (totals: /metrics)",
                 dropped,
                 event,
                 extra={"event": "log_suppressed", "suppressed_event": event, "suppressed": dropped},
