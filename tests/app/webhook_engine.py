@@ -7,8 +7,9 @@ from app.clock import Clock
 from app.engine import Engine, EngineSettings
 from app.engine.routing_sink import RoutingSink
 from app.engine.webhook_sink import WEBHOOK_SINK, WebhookSender
-from app.routing import Route, RouteTable, SinkSettings, check_route
+from app.routing import Route, RouteTable, check_route
 from storage.protocol import TimerStore
+from tests.sinks.sink_settings import sink_settings
 
 
 def webhook_engine(
@@ -22,7 +23,7 @@ def webhook_engine(
     max_attempts: int | None = None,
 ) -> tuple[Engine, RoutingSink]:
     """The engine and its sink, ``topic`` routed to ``url`` (signed with the key "k")."""
-    settings = SinkSettings(stop_wait_ms=stop_wait_ms)
+    settings = sink_settings(stop_wait_ms=stop_wait_ms)
     routes = RouteTable(store.control)
     sink = RoutingSink(routes, settings, clock, {WEBHOOK_SINK: WebhookSender})
     route = check_route(Route("webhook", url, "k", max_attempts=max_attempts), settings)

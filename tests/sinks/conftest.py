@@ -15,6 +15,7 @@ from app.engine.webhook_sink import WEBHOOK_SINK, WebhookSender
 from app.routing import Route, RouteTable, SinkSettings, check_route
 from tests.sinks.receiver import Receiver
 from tests.sinks.redis_server import RedisServer
+from tests.sinks.sink_settings import sink_settings
 
 SENDERS: dict[str, SenderFactory] = {WEBHOOK_SINK: WebhookSender, REDIS_SINK: RedisStreamSender}
 FAST = EngineSettings(tick_ms=5, backoff_base_ms=50, backoff_max_ms=400, stop_drain_ms=2000)
@@ -38,7 +39,7 @@ def routed(rocks_store) -> Iterator[Callable[..., Routed]]:
 
     def start(engine: EngineSettings = FAST, **sinks: Any) -> Routed:
         clock = SystemClock()
-        settings = SinkSettings(**{"stop_wait_ms": 500, **sinks})
+        settings = sink_settings(**sinks)
         routes = RouteTable(rocks_store.control)
         sink = RoutingSink(routes, settings, clock, SENDERS)
         running = Engine(rocks_store, clock, engine, sink=sink)

@@ -10,12 +10,13 @@ from app.routing import LOG_ROUTE, Route, RouteTable, SinkSettings, check_route
 from storage.protocol import NewTimer
 from tests.sinks.conftest import FAST, SENDERS
 from tests.sinks.receiver import wait_for
+from tests.sinks.sink_settings import sink_settings
 
 T0 = 1_700_000_000_000
 
 
 def _engine(store, clock) -> tuple[Engine, RouteTable, SinkSettings]:
-    settings = SinkSettings(stop_wait_ms=500)
+    settings = sink_settings()
     routes = RouteTable(store.control)
     engine = Engine(store, clock, FAST, sink=RoutingSink(routes, settings, clock, SENDERS))
     return engine, routes, settings

@@ -9,11 +9,12 @@ from collections.abc import Sequence
 from app.clock import SystemClock
 from app.engine import Engine, EngineSettings
 from app.engine.routing_sink import RoutingSink
-from app.routing import Route, RouteTable, SinkSettings, check_route
+from app.routing import Route, RouteTable, check_route
 from storage.protocol import DueTimer, NewTimer
 from storage.rocks import RocksSettings, RocksTimerStore
 from tests.sinks.conftest import SENDERS
 from tests.sinks.receiver import wait_for
+from tests.sinks.sink_settings import sink_settings
 
 
 class _CountsDeferrals(RocksTimerStore):
@@ -41,7 +42,7 @@ def test_a_saturated_route_rewrites_its_backlog_a_few_times_not_every_busy_retry
     recv, url = receiver(rule=lambda body: None, hang_s=0.05)
     store = _CountsDeferrals(RocksSettings(str(tmp_path / "rocks")))
     clock = SystemClock()
-    sinks = SinkSettings(concurrency=4, max_in_flight=8, busy_retry_ms=50, stop_wait_ms=500)
+    sinks = sink_settings(concurrency=4, max_in_flight=8, busy_retry_ms=50)
     routes = RouteTable(store.control)
     routes.put("slow", check_route(Route("webhook", url, "s3cr3t"), sinks), clock.now_ms())
     engine = Engine(

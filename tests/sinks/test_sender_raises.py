@@ -21,8 +21,9 @@ from storage.errors import InvalidInputError
 from storage.protocol import DueTimer, NewTimer, TimerState
 from tests.sinks.conftest import FAST, SENDERS
 from tests.sinks.receiver import wait_for
+from tests.sinks.sink_settings import sink_settings
 
-FAST_SINKS = SinkSettings(stop_wait_ms=500)
+FAST_SINKS = sink_settings()
 
 
 class RaisingSender:

@@ -13,15 +13,16 @@ import threading
 from app.clock import SystemClock
 from app.engine.routing_sink import RoutingSink
 from app.engine.sinks import Outcome
-from app.routing import Route, RouteTable, SinkSettings, check_route
+from app.routing import Route, RouteTable, check_route
 from storage.protocol import NewTimer
 from tests.sinks.conftest import SENDERS
+from tests.sinks.sink_settings import sink_settings
 
 
 def test_an_answer_wakes_the_waiter_and_collect_rearms_it(rocks_store, receiver):
     gate = threading.Event()
     _, url = receiver(rule=lambda body: 200 if gate.wait(30) else 500)
-    clock, settings = SystemClock(), SinkSettings(stop_wait_ms=500)
+    clock, settings = SystemClock(), sink_settings()
     routes = RouteTable(rocks_store.control)
     routes.put("hook", check_route(Route("webhook", url, "s3cr3t"), settings), clock.now_ms())
     sink = RoutingSink(routes, settings, clock, SENDERS)

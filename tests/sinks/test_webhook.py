@@ -9,6 +9,7 @@ import time
 
 from storage.protocol import LOG_SINK, NewTimer, TimerState
 from tests.sinks.receiver import wait_for
+from tests.sinks.sink_settings import sink_settings
 
 
 def now_ms() -> int:
@@ -109,7 +110,7 @@ def test_a_slow_response_past_the_route_timeout_is_a_failed_attempt(routed, rece
 def test_saturated_route_defers_without_holding_up_other_topics(routed, receiver):
     recv, url = receiver(rule=lambda body: None, hang_s=1.0)
     r = routed(concurrency=2, max_in_flight=4, busy_retry_ms=100)
-    r.route("slow", sink="webhook", url=url, secret="s3cr3t", timeout_ms=5000)
+    r.route("slow", sink="webhook", url=url, secret="s3cr3t")
     start = now_ms()
     r.store.schedule([NewTimer("slow", f"s{i}", start) for i in range(4)], start)
     wait_for(lambda: recv.in_progress == 2, what="two requests hanging at the receiver")
@@ -136,13 +137,13 @@ def test_route_change_applies_to_timers_due_after_it(rocks_store, receiver):
     from app.clock import FakeClock
     from app.engine import Engine
     from app.engine.routing_sink import RoutingSink
-    from app.routing import Route, RouteTable, SinkSettings, check_route
+    from app.routing import Route, RouteTable, check_route
     from tests.sinks.conftest import FAST, SENDERS
 
     recv, url = receiver()
     clock = FakeClock(1_700_000_000_000)
     t0 = clock.now_ms()
-    settings = SinkSettings(stop_wait_ms=500)
+    settings = sink_settings()
     routes = RouteTable(rocks_store.control)
     engine = Engine(rocks_store, clock, FAST, sink=RoutingSink(routes, settings, clock, SENDERS))
     rocks_store.schedule(
@@ -177,12 +178,12 @@ def test_a_past_due_timer_scheduled_after_a_route_change_takes_the_new_route(roc
     from app.clock import FakeClock
     from app.engine import Engine
     from app.engine.routing_sink import RoutingSink
-    from app.routing import Route, RouteTable, SinkSettings, check_route
+    from app.routing import Route, RouteTable, check_route
     from tests.sinks.conftest import FAST, SENDERS
 
     recv, url = receiver()
     clock = FakeClock(1_700_000_000_000)
-    settings = SinkSettings(stop_wait_ms=500)
+    settings = sink_settings()
     routes = RouteTable(rocks_store.control)
     engine = Engine(rocks_store, clock, FAST, sink=RoutingSink(routes, settings, clock, SENDERS))
     try:
@@ -208,13 +209,13 @@ def test_a_route_whose_client_cannot_be_built_fails_attempts_not_the_engine(rock
     from app.clock import SystemClock
     from app.engine import Engine
     from app.engine.routing_sink import RoutingSink
-    from app.routing import Route, RouteTable, SinkSettings, check_route
+    from app.routing import Route, RouteTable, check_route
     from tests.sinks.conftest import FAST
 
     def broken(route, settings, clock):
         raise RuntimeError("no client today")
 
-    clock, settings = SystemClock(), SinkSettings(stop_wait_ms=500)
+    clock, settings = SystemClock(), sink_settings()
     routes = RouteTable(rocks_store.control)
     sink = RoutingSink(routes, settings, clock, {"webhook": broken})
     route = Route("webhook", "http://127.0.0.1:9/x", "k", max_attempts=2)
@@ -235,11 +236,11 @@ def test_lanes_of_replaced_routes_are_closed(rocks_store, receiver):
     from app.clock import SystemClock
     from app.engine import Engine
     from app.engine.routing_sink import RoutingSink
-    from app.routing import Route, RouteTable, SinkSettings, check_route
+    from app.routing import Route, RouteTable, check_route
     from tests.sinks.conftest import FAST, SENDERS
 
     recv, url = receiver()
-    clock, settings = SystemClock(), SinkSettings(stop_wait_ms=500)
+    clock, settings = SystemClock(), sink_settings()
     routes = RouteTable(rocks_store.control)
     sink = RoutingSink(routes, settings, clock, SENDERS)
     engine = Engine(rocks_store, clock, FAST, sink=sink)
