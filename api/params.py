@@ -16,6 +16,7 @@ from fastapi import Path, Query
 
 from api.schemas import MAX_OFFSET, NAME_DESCRIPTION
 from app.timer_requests import MAX_TIME_MS
+from app.topics import TopicOrder
 from storage.names import NAME_MAX_BYTES, NAME_PATTERN
 
 # A cursor is standard base64url with padding: the position after which a listing goes on.
@@ -51,6 +52,10 @@ Cursor = Annotated[
         max_length=CURSOR_MAX_LENGTH,
         description="next_cursor of the previous page (any well-formed cursor is a position)",
     ),
+]
+TopicOrderParam = Annotated[
+    TopicOrder,
+    Query(description="topic: by name; pending: most pending first (then by name)"),
 ]
 Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="first offset to read")]
 OptionalOffset = Annotated[

@@ -163,6 +163,10 @@ class Topic(msgspec.Struct):
 
 class TopicList(msgspec.Struct):
     topics: list[Topic]
+    next_cursor: Annotated[
+        str | None, msgspec.Meta(description="pass as cursor for the next page; null: the last")
+    ]
+    total: Annotated[int, msgspec.Meta(description="topics in the whole listing")]
 
 
 class Message(msgspec.Struct):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import itertools
 
 import msgspec
@@ -9,6 +10,9 @@ import msgspec
 from app.engine import Engine
 from app.metrics import LatenessSummary
 from storage.protocol import TimerStore
+
+# /v1/stats lists this many topics by pending: a topic per tenant made it megabytes
+STATS_TOPICS = 100
 
 # (name, upper bound relative to now); "due_now" is key time <= now
 BUCKETS_MS: tuple[tuple[str, int], ...] = (
@@ -49,9 +53,11 @@ class ServiceStats(msgspec.Struct, frozen=True):
     last_scan_ms: float
     last_scan_count: int
     watermark_ms: int
+    # the STATS_TOPICS topics with the most pending (ties by name); /v1/topics pages the rest
     pending_by_topic: dict[str, int]
     due_buckets: DueBuckets
     delivered_by_sink: dict[str, int] = {}  # log, webhook, redis_stream
+    pending_topics_not_listed: int = 0  # topics with timers pending beyond pending_by_topic
 
 
 def due_buckets(store: TimerStore, now_ms: int, pending: int, cap: int) -> DueBuckets:
@@ -67,9 +73,18 @@ def due_buckets(store: TimerStore, now_ms: int, pending: int, cap: int) -> DueBu
     return DueBuckets(due_now, lt_5s, lt_1m, lt_1h, lt_1d, rest, capped)
 
 
+def largest_topics(pending_by_topic: dict[str, int], count: int) -> dict[str, int]:
+    """The ``count`` topics with the most pending (ties by name), in name order."""
+    if len(pending_by_topic) <= count:
+        return pending_by_topic
+    largest = heapq.nsmallest(count, pending_by_topic.items(), key=lambda kv: (-kv[1], kv[0]))
+    return dict(sorted(largest))
+
+
 def collect(store: TimerStore, engine: Engine | None, now_ms: int, cap: int) -> ServiceStats:
     """Blocking (it counts keys): call it from a worker thread."""
     s = store.stats()
+    listed = largest_topics(s.pending_by_topic, STATS_TOPICS)
     lateness = engine.lateness.summary() if engine else LatenessSummary(0, None, None, None, 0)
     return ServiceStats(
         now_ms=now_ms,
@@ -85,7 +100,8 @@ def collect(store: TimerStore, engine: Engine | None, now_ms: int, cap: int) -> 
         last_scan_ms=round(engine.scanner.last_scan_ms, 3) if engine else 0.0,
         last_scan_count=engine.scanner.last_scan_count if engine else 0,
         watermark_ms=s.watermark_ms,
-        pending_by_topic=s.pending_by_topic,
+        pending_by_topic=listed,
         due_buckets=due_buckets(store, now_ms, s.pending, cap),
         delivered_by_sink=s.delivered_by_sink,
+        pending_topics_not_listed=len(s.pending_by_topic) - len(listed),
     )

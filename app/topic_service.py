@@ -20,7 +20,7 @@ from app.clock import Clock
 from app.groups import GroupOffset, GroupOffsets
 from app.notify import TopicNotifier
 from app.routing import Route, RouteTable, SinkSettings, check_route
-from app.topics import TopicOverview, topic_overviews
+from app.topics import TopicOrder, TopicPage, topic_overviews, topic_page
 from storage.errors import NotFoundError
 from storage.protocol import LoggedMessage, TimerStore
 
@@ -60,11 +60,12 @@ class TopicService:
         self._call, self._accepting = call, accepting
         self._max_page_bytes = max_page_bytes  # a page of messages ends at these bytes
 
-    async def topics(self) -> list[TopicOverview]:
-        """Every topic with its counts, route and group lag (from memory)."""
+    async def topics(self, order: TopicOrder, cursor: str | None, limit: int) -> TopicPage:
+        """A page of topics with their counts, route and group lag (from memory)."""
         infos = await self._call(self.store.topics)
         committed = self.groups.committed_offsets()
-        return topic_overviews(infos, self.routes.routed_topics(), committed)
+        rows = topic_overviews(infos, self.routes.routed_topics(), committed)
+        return topic_page(rows, order, cursor, limit)
 
     # ----------------------------------------------------------------- the topic log
     async def read_messages(self, topic: str, offset: int, limit: int, wait_ms: int) -> Messages:

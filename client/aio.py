@@ -21,6 +21,7 @@ from client.models import (
     TimerPage,
     TimerSpec,
     Topic,
+    TopicList,
 )
 
 T = TypeVar("T")
@@ -143,8 +144,22 @@ class AsyncTimerStoreClient:
         """The topic's consumer groups with committed offsets and exact lag."""
         return await self._send(calls.groups(topic))
 
-    async def topics(self) -> list[Topic]:
-        return (await self._send(calls.topics())).topics
+    async def list_topics(
+        self, *, order: str = "topic", limit: int = 100, cursor: str | None = None
+    ) -> TopicList:
+        """A page of topics by name, or with ``order="pending"`` most pending first."""
+        return await self._send(calls.topics(order, limit, cursor))
+
+    async def topics(self, *, limit: int = 1000) -> list[Topic]:
+        """Every topic by name, page by page until the last page."""
+        found: list[Topic] = []
+        cursor: str | None = None
+        while True:
+            page = await self.list_topics(limit=limit, cursor=cursor)
+            found += page.topics
+            if page.next_cursor is None:
+                return found
+            cursor = page.next_cursor
 
     async def dead_letters(
         self, *, topic: str | None = None, limit: int = 100, cursor: str | None = None

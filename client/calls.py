@@ -169,8 +169,9 @@ def groups(topic: str) -> Call[GroupList]:
     return Call("GET", f"/v1/topics/{segment(topic)}/groups", _read_groups)
 
 
-def topics() -> Call[TopicList]:
-    return Call("GET", "/v1/topics", _read_topics)
+def topics(order: str, limit: int, cursor: str | None) -> Call[TopicList]:
+    params = _given(order=order, limit=limit, cursor=cursor)
+    return Call("GET", "/v1/topics", _read_topics, params=params)
 
 
 def dead_letters(topic: str | None, limit: int, cursor: str | None) -> Call[TimerPage]:

@@ -116,6 +116,8 @@ class Topic(msgspec.Struct):
 
 class TopicList(msgspec.Struct):
     topics: list[Topic]
+    next_cursor: str | None = None
+    total: int = 0
 
 
 class Replayed(msgspec.Struct):

@@ -21,6 +21,7 @@ from client.models import (
     TimerPage,
     TimerSpec,
     Topic,
+    TopicList,
 )
 
 T = TypeVar("T")
@@ -138,8 +139,22 @@ class TimerStoreClient:
         """The topic's consumer groups with committed offsets and exact lag."""
         return self._send(calls.groups(topic))
 
-    def topics(self) -> list[Topic]:
-        return self._send(calls.topics()).topics
+    def list_topics(
+        self, *, order: str = "topic", limit: int = 100, cursor: str | None = None
+    ) -> TopicList:
+        """A page of topics by name, or with ``order="pending"`` most pending first."""
+        return self._send(calls.topics(order, limit, cursor))
+
+    def topics(self, *, limit: int = 1000) -> list[Topic]:
+        """Every topic by name, page by page until the last page."""
+        found: list[Topic] = []
+        cursor: str | None = None
+        while True:
+            page = self.list_topics(limit=limit, cursor=cursor)
+            found += page.topics
+            if page.next_cursor is None:
+                return found
+            cursor = page.next_cursor
 
     def dead_letters(
         self, *, topic: str | None = None, limit: int = 100, cursor: str | None = None

@@ -6,7 +6,15 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from api.docs import responses
-from api.params import GroupFilter, OptionalOffset, PageLimit, TopicPath, WaitMs
+from api.params import (
+    Cursor,
+    GroupFilter,
+    OptionalOffset,
+    PageLimit,
+    TopicOrderParam,
+    TopicPath,
+    WaitMs,
+)
 from api.responses import MsgspecJSONResponse
 from api.routes.deps import page_limit, settings_of, topics_of
 from api.schemas import MessageList, Topic, TopicList, message_from_log
@@ -34,14 +42,20 @@ _LOG_LINKS = {
 @router.get(
     "",
     summary="Topics with pending counts, log end offsets, routes and consumer-group lag",
+    description="A page of topics; follow next_cursor until it is null. A cursor is a "
+    "position in the order asked for: pass it with the same order.",
     response_class=MsgspecJSONResponse,
     responses=responses({200: ("topics", "TopicList")}, links=_TOPIC_LINKS),
 )
-async def list_topics(request: Request) -> Response:
-    infos = await topics_of(request).topics()
-    return MsgspecJSONResponse(
-        TopicList([Topic(i.topic, i.pending, i.log_end_offset, i.sink, i.groups) for i in infos])
-    )
+async def list_topics(
+    request: Request,
+    order: TopicOrderParam = "topic",
+    limit: PageLimit = DEFAULT_PAGE_LIMIT,
+    cursor: Cursor = None,
+) -> Response:
+    page = await topics_of(request).topics(order, cursor, page_limit(request, limit))
+    topics = [Topic(i.topic, i.pending, i.log_end_offset, i.sink, i.groups) for i in page.rows]
+    return MsgspecJSONResponse(TopicList(topics, page.next_cursor, page.total))
 
 
 @router.get(

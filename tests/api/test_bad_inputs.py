@@ -105,7 +105,7 @@ def test_bad_schedule_request(
     stats = api.stats()
     assert (stats["pending"], stats["cancelled"]) == (0, 0)
     assert api.client.get("/v1/timers/orders/o1").status_code == 404
-    assert api.client.get("/v1/topics").json() == {"topics": []}
+    assert api.client.get("/v1/topics").json() == {"topics": [], "next_cursor": None, "total": 0}
 
 
 GET_CASES = [
@@ -126,6 +126,10 @@ GET_CASES = [
     ("/v1/timers?cursor=%FF%FE%FD%FC", "cursor"),
     ("/v1/timers/orders/%00", "id"),
     ("/v1/deadletters?topic=%C3%A9", "topic"),
+    ("/v1/topics?order=size", "order"),
+    ("/v1/topics?limit=0", "limit"),
+    ("/v1/topics?limit=1001", "limit"),
+    ("/v1/topics?cursor=%3D%3D%3D%3D", "cursor"),
 ]
 
 

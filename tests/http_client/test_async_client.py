@@ -66,3 +66,16 @@ def test_concurrent_long_polls_on_one_client_each_get_their_topics_message(
     base_url: str,
 ) -> None:
     assert asyncio.run(_polls_on_one_client(base_url)) == [["m0"], ["m1"], ["m2"]]
+
+
+async def _topics(base_url: str) -> None:
+    async with AsyncTimerStoreClient(base_url) as ts:
+        await ts.schedule_many([spec(f"t{i}", id="x", deliver_at_ms=FAR_MS) for i in range(5)])
+        await ts.schedule("t3", id="y", deliver_at_ms=FAR_MS)
+        assert [t.topic for t in await ts.topics(limit=2)] == [f"t{i}" for i in range(5)]
+        page = await ts.list_topics(order="pending", limit=1)
+        assert [(t.topic, t.pending) for t in page.topics] == [("t3", 2)] and page.total == 5
+
+
+def test_async_topics_follow_every_page(base_url: str) -> None:
+    asyncio.run(_topics(base_url))

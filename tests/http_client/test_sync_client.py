@@ -162,3 +162,22 @@ def test_consumer_groups_read_commit_and_list_with_lag(base_url: str) -> None:
         topic = {t.topic: t for t in ts.topics()}["grp"]
         assert (topic.sink, topic.log_end_offset) == ("log", 3)
         assert [(g.group, g.lag) for g in topic.groups] == [("billing", 2)]
+
+
+def test_topics_follow_every_page_and_list_topics_orders_by_pending(base_url: str) -> None:
+    pending = {f"p{i}": i % 3 + 1 for i in range(7)}
+    with TimerStoreClient(base_url) as ts:
+        ts.schedule_many(
+            [
+                spec(t, id=f"x{n}", deliver_at_ms=FAR_MS)
+                for t, c in pending.items()
+                for n in range(c)
+            ]
+        )
+        assert [(t.topic, t.pending) for t in ts.topics(limit=2)] == sorted(pending.items())
+        page = ts.list_topics(order="pending", limit=3)
+        assert [t.topic for t in page.topics] == ["p2", "p5", "p1"]
+        assert page.total == 7 and page.next_cursor is not None
+        rest = ts.list_topics(order="pending", limit=10, cursor=page.next_cursor)
+        assert [t.topic for t in rest.topics] == ["p4", "p0", "p3", "p6"]
+        assert rest.next_cursor is None
