@@ -265,7 +265,7 @@ def _encode_table(
     topics, ids = _column(batch, "topic"), _column(batch, "id")
     texts, b64s, headers = (_column(batch, c) for c in ("payload", "payload_b64", "headers"))
     now_ms, floor_ms = times.now_ms, times.floor_ms
-    record, encode, u64 = records.TimerRecord, records.encode, layout.u64
+    encode_new_timer, u64 = records.encode_new_timer, layout.u64
     ident_key, timer_key = layout.ident_key, layout.timer_key
     for i in range(batch.num_rows):
         if ok[i]:
@@ -278,7 +278,7 @@ def _encode_table(
                 topic, timer_id = topics[i].encode(), ids[i].encode()
                 requested_ms = deliver[i]
                 key_ms = requested_ms if requested_ms > floor_ms else floor_ms
-                value = encode(record(payload, h, now_ms, requested_ms, 0, binary))
+                value = encode_new_timer(payload, h, now_ms, requested_ms, binary)
                 tkey = timer_key(key_ms, topic, timer_id)
                 out.valid(ident_key(topic, timer_id), u64(key_ms), tkey, value)
                 continue

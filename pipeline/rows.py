@@ -218,11 +218,10 @@ def encode_row(row: dict[str, Any], times: JobTimes, limits: Limits, fmt: str = 
     payload, binary = _payload(row, limits)
     headers = _headers(row, limits, fmt)
     key_ms = max(requested_ms, times.floor_ms)
-    record = records.TimerRecord(payload, headers, times.now_ms, requested_ms, 0, binary)
     return Encoded(
         topic_b.decode(),
         layout.ident_key(topic_b, id_b),
         layout.u64(key_ms),
         layout.timer_key(key_ms, topic_b, id_b),
-        records.encode(record),
+        records.encode_new_timer(payload, headers, times.now_ms, requested_ms, binary),
     )

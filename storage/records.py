@@ -24,6 +24,10 @@ class TimerRecord(msgspec.Struct, array_like=True, frozen=True, gc=False):
     requested_deliver_at_ms: int
     attempts: int = 0
     binary: bool = False  # the payload came as payload_b64 and is returned that way
+    # When this attempt fell due, for lateness: a retry's back-off time or a replay's
+    # time. 0 (a first attempt, deferred or not): the later of requested and created.
+    # Written by retries and replays only; a schedule writes the six fields above.
+    due_again_at_ms: int = 0
 
 
 class DeliveredRecord(msgspec.Struct, array_like=True, frozen=True):
@@ -154,6 +158,17 @@ class JournalEntry(msgspec.Struct, array_like=True, frozen=True):
 
 
 encode = msgspec.msgpack.Encoder().encode
+
+
+def encode_new_timer(
+    payload: bytes, headers: dict[str, str], created_at_ms: int, requested_ms: int, binary: bool
+) -> bytes:
+    """A new timer's ``TimerRecord`` as every writer of one encodes it: its first six
+    fields (``due_again_at_ms`` is written by retries and replays only). The RocksDB
+    schedule builds the same tuple inline, in its hot loop; a test compares the bytes."""
+    return encode((payload, headers, created_at_ms, requested_ms, 0, binary))
+
+
 _record_decoder = msgspec.msgpack.Decoder(TimerRecord)
 _delivered_decoder = msgspec.msgpack.Decoder(DeliveredRecord)
 _log_decoder = msgspec.msgpack.Decoder(LogMessage)

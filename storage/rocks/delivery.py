@@ -233,7 +233,7 @@ def retry_later(
             topic_b, id_b = t.topic.encode(), t.id.encode()
             batch.delete(t.key, hd["timers"])
             key = layout.timer_key(key_ms, topic_b, id_b)
-            record = _with_attempt(t.record) if attempt else t.record
+            record = _with_attempt(t.record, key_ms) if attempt else t.record
             batch.put(key, _encode(record), hd["timers"])
             batch.put(layout.ident_key(topic_b, id_b), layout.u64(key_ms), hd["ids"])
         core.write(batch)
@@ -254,7 +254,8 @@ def dead_letter(core: RocksCore, timers: Sequence[DueTimer], now_ms: int, error:
         batch = rd.WriteBatch(raw_mode=True)
         delta = core.delta()
         for t, ident in zip(timers, idents, strict=True):
-            letter = records.DeadLetter(t.key_ms, _with_attempt(t.record), now_ms, error)
+            failed = _with_attempt(t.record, t.record.due_again_at_ms)
+            letter = records.DeadLetter(t.key_ms, failed, now_ms, error)
             batch.delete(t.key, hd["timers"])
             batch.delete(ident, hd["ids"])
             batch.put(ident, _encode(letter), hd["deadletter"])
@@ -286,7 +287,7 @@ def replay_dead_letter(core: RocksCore, topic: str, timer_id: str, now_ms: int) 
             _refuse_replay(core, topic, timer_id, ident, current)
         letter = records.decode_dead_letter(raw)
         key_ms = max(now_ms, core.follow_clock(now_ms, CLOCK_STEP_TOLERANCE_MS))
-        record = msgspec.structs.replace(letter.record, attempts=0)
+        record = msgspec.structs.replace(letter.record, attempts=0, due_again_at_ms=key_ms)
         batch = rd.WriteBatch(raw_mode=True)
         delta = core.delta()
         batch.delete(ident, h.handles["deadletter"])
@@ -328,8 +329,11 @@ def purge_dead_letters(core: RocksCore, keys: list[bytes]) -> int:
     return len(keys)
 
 
-def _with_attempt(record: records.TimerRecord) -> records.TimerRecord:
-    return msgspec.structs.replace(record, attempts=record.attempts + 1)
+def _with_attempt(record: records.TimerRecord, due_again_at_ms: int) -> records.TimerRecord:
+    """The record after one more failed attempt, due again at ``due_again_at_ms`` (its
+    lateness counts from there: the back-off is no lateness of the service)."""
+    attempts = record.attempts + 1
+    return msgspec.structs.replace(record, attempts=attempts, due_again_at_ms=due_again_at_ms)
 
 
 def _chunks(items: list[bytes], size: int) -> Iterable[list[bytes]]:

@@ -199,8 +199,11 @@ def retry_later(
 ) -> None:
     records: list[Record] = []
     for t in timers:
-        record = msgspec.structs.replace(t.record, attempts=t.record.attempts + int(attempt))
         key_ms = max(retry_at_ms, c.scan_ms)
+        record = t.record  # a deferral: not attempted, still late from its first due time
+        if attempt:  # late from the back-off's end, as the RocksDB store counts it
+            tries = t.record.attempts + 1
+            record = msgspec.structs.replace(record, attempts=tries, due_again_at_ms=key_ms)
         records.append(SchedRec(c.take_seq(), t.topic, t.id, key_ms, record, handle(t)[0]))
     where = c.append(records)
     _finish(c, timers, drop_from_index=False)
@@ -210,7 +213,9 @@ def retry_later(
 def dead_letter(c: WheelCore, timers: Sequence[DueTimer], now_ms: int, error: str) -> None:
     records: list[DeadRec] = []
     for t in timers:
-        record = msgspec.structs.replace(t.record, attempts=t.record.attempts + 1)
+        record = msgspec.structs.replace(
+            t.record, attempts=t.record.attempts + 1, due_again_at_ms=0
+        )
         letter = DeadLetter(t.key_ms, record, now_ms, error)
         records.append(DeadRec(handle(t)[0], t.topic, t.id, letter))
     c.append(list(records))

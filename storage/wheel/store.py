@@ -205,8 +205,9 @@ class WheelTimerStore:
                     f"{topic}/{timer_id} is pending again, scheduled since it was dead-lettered",
                     state=TimerState.PENDING,
                 )
-            record = msgspec.structs.replace(dead.letter.record, attempts=0)
             key_ms = max(now_ms, c.scan_ms)
+            letter = dead.letter.record
+            record = msgspec.structs.replace(letter, attempts=0, due_again_at_ms=key_ms)
             records: list[Record] = [
                 DeadRemovedRec(topic, timer_id),
                 SchedRec(c.take_seq(), topic, timer_id, key_ms, record),
