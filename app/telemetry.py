@@ -158,6 +158,13 @@ class Telemetry:
             buckets=DURATION_BUCKETS_S,
             registry=r,
         )
+        self.send_seconds = Histogram(
+            f"{p}_sink_send_seconds",
+            "Duration of one send to an external sink (a webhook POST, a Redis pipeline)",
+            ["sink", "outcome"],
+            buckets=DURATION_BUCKETS_S,
+            registry=r,
+        )
         self.scan_sizes = Histogram(
             f"{p}_scan_batch_timers", "Timers per due scan", buckets=BATCH_SIZE_BUCKETS, registry=r
         )
@@ -192,6 +199,9 @@ class Telemetry:
                 self._delivered_topics.add(topic)
                 return topic
         return OTHER
+
+    def sent(self, sink: str, ok: bool, seconds: float) -> None:
+        self.send_seconds.labels(sink, "ok" if ok else "failed").observe(seconds)
 
     def delivery_failed(self, sink: str, timers: int, dead_lettered: int) -> None:
         self.failed.labels(sink).inc(timers)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,6 +78,7 @@ class RedisStreamSender:
     ) -> None:
         async with self._in_order, limit:
             now_ms = self._clock.now_ms()
+            started = time.perf_counter()
             try:
                 async with self._client.pipeline(transaction=False) as pipe:
                     for t in timers:
@@ -86,9 +88,12 @@ class RedisStreamSender:
             except Exception as exc:  # the sink boundary: any failure is a failed attempt
                 error = f"redis {type(exc).__name__}: {exc}"[:200]
                 self._log_failed(timers, error)
-                report(Settled(timers, Outcome.FAILED, REDIS_SINK, error, self._max_attempts))
+                took_s = time.perf_counter() - started
+                attempts = self._max_attempts
+                report(Settled(timers, Outcome.FAILED, REDIS_SINK, error, attempts, send_s=took_s))
                 return
-        report(Settled(timers, Outcome.DELIVERED, REDIS_SINK))
+        took_s = time.perf_counter() - started
+        report(Settled(timers, Outcome.DELIVERED, REDIS_SINK, send_s=took_s))
 
     def _log_failed(self, timers: Sequence[DueTimer], error: str) -> None:
         """One line per failed pipeline (the route's URL is not logged: it may hold a

@@ -49,6 +49,7 @@ class Settled:
     error: str = ""
     max_attempts: int | None = None  # the route's; None means the engine's
     defer_ms: int = 0
+    send_s: float | None = None  # how long the send took (one request), when one was made
 
 
 @runtime_checkable

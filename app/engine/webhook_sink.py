@@ -18,6 +18,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,11 +77,14 @@ class WebhookSender:
     ) -> None:
         async def one(t: DueTimer) -> None:
             async with limit:
+                started = time.perf_counter()
                 error = await self._post(t)
+                took_s = time.perf_counter() - started
             if error is None:
-                report(Settled([t], Outcome.DELIVERED, WEBHOOK_SINK))
+                report(Settled([t], Outcome.DELIVERED, WEBHOOK_SINK, send_s=took_s))
             else:
-                report(Settled([t], Outcome.FAILED, WEBHOOK_SINK, error, self._max_attempts))
+                failed = Outcome.FAILED
+                report(Settled([t], failed, WEBHOOK_SINK, error, self._max_attempts, send_s=took_s))
 
         await asyncio.gather(*(one(t) for t in timers))
 

@@ -13,6 +13,7 @@ from app.engine.redis_sink import REDIS_SINK, RedisStreamSender
 from app.engine.routing_sink import RoutingSink, SenderFactory
 from app.engine.webhook_sink import WEBHOOK_SINK, WebhookSender
 from app.routing import Route, RouteTable, SinkSettings, check_route
+from app.telemetry import Telemetry
 from tests.sinks.receiver import Receiver
 from tests.sinks.redis_server import RedisServer
 from tests.sinks.sink_settings import sink_settings
@@ -37,12 +38,14 @@ class Routed:
 def routed(rocks_store) -> Iterator[Callable[..., Routed]]:
     engines: list[Engine] = []
 
-    def start(engine: EngineSettings = FAST, **sinks: Any) -> Routed:
+    def start(
+        engine: EngineSettings = FAST, telemetry: Telemetry | None = None, **sinks: Any
+    ) -> Routed:
         clock = SystemClock()
         settings = sink_settings(**sinks)
         routes = RouteTable(rocks_store.control)
         sink = RoutingSink(routes, settings, clock, SENDERS)
-        running = Engine(rocks_store, clock, engine, sink=sink)
+        running = Engine(rocks_store, clock, engine, sink=sink, telemetry=telemetry)
         running.start()
         engines.append(running)
         return Routed(rocks_store, running, routes, settings)
