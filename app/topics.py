@@ -67,7 +67,8 @@ def topic_position(order: TopicOrder, row: TopicOverview) -> bytes:
     """A row's place in ``order``: its name, or most pending first with names after."""
     name = row.topic.encode()
     if order == "pending":
-        return (_MAX_U64 - min(row.pending, _MAX_U64)).to_bytes(8, "big") + name
+        pending = min(max(row.pending, 0), _MAX_U64)
+        return (_MAX_U64 - pending).to_bytes(8, "big") + name
     return name
 
 

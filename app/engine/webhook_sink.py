@@ -83,8 +83,8 @@ class WebhookSender:
             if error is None:
                 report(Settled([t], Outcome.DELIVERED, WEBHOOK_SINK, send_s=took_s))
             else:
-                failed = Outcome.FAILED
-                report(Settled([t], failed, WEBHOOK_SINK, error, self._max_attempts, send_s=took_s))
+                attempts = self._max_attempts
+                report(Settled([t], Outcome.FAILED, WEBHOOK_SINK, error, attempts, send_s=took_s))
 
         await asyncio.gather(*(one(t) for t in timers))
 
