@@ -189,8 +189,9 @@ class Dispatcher(StageThread):
         if not item.timers:  # a lane that had answered every timer before it failed
             return
         started, timers, now = time.perf_counter(), item.timers, self._now(now_ms)
-        if item.send_s is not None and self.telemetry is not None:
-            self.telemetry.sent(item.sink, item.outcome is Outcome.DELIVERED, item.send_s)
+        if self.telemetry is not None:
+            for send_s in item.sends_s:
+                self.telemetry.sent(item.sink, item.outcome is Outcome.DELIVERED, send_s)
         if item.outcome is Outcome.DELIVERED:
             self._commit(timers, now, item.sink, started)
         elif item.outcome is Outcome.FAILED:

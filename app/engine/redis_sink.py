@@ -88,12 +88,12 @@ class RedisStreamSender:
             except Exception as exc:  # the sink boundary: any failure is a failed attempt
                 error = f"redis {type(exc).__name__}: {exc}"[:200]
                 self._log_failed(timers, error)
-                took_s = time.perf_counter() - started
+                took_s = (time.perf_counter() - started,)
                 attempts = self._max_attempts
-                report(Settled(timers, Outcome.FAILED, REDIS_SINK, error, attempts, send_s=took_s))
+                report(Settled(timers, Outcome.FAILED, REDIS_SINK, error, attempts, sends_s=took_s))
                 return
-        took_s = time.perf_counter() - started
-        report(Settled(timers, Outcome.DELIVERED, REDIS_SINK, send_s=took_s))
+        took_s = (time.perf_counter() - started,)
+        report(Settled(timers, Outcome.DELIVERED, REDIS_SINK, sends_s=took_s))
 
     def _log_failed(self, timers: Sequence[DueTimer], error: str) -> None:
         """One line per failed pipeline (the route's URL is not logged: it may hold a

@@ -270,16 +270,22 @@ class RoutingSink:
         return self._has_settled.wait(timeout_s)
 
     def collect(self) -> list[Settled]:
-        """What settled since the last call, like outcomes merged (one commit each)."""
+        """What settled since the last call, like outcomes merged (one commit each; the
+        merged items' send times kept, one each)."""
         self._has_settled.clear()  # before draining: an answer appended after is not missed
         merged: dict[tuple[object, ...], list[DueTimer]] = {}
+        sends: dict[tuple[object, ...], list[float]] = {}
         first: dict[tuple[object, ...], Settled] = {}
         while self._settled:
             item = self._settled.popleft()
             key = (item.outcome, item.sink, item.error, item.max_attempts, item.defer_ms)
             first.setdefault(key, item)
             merged.setdefault(key, []).extend(item.timers)
-        return [dataclasses.replace(first[key], timers=ts) for key, ts in merged.items()]
+            sends.setdefault(key, []).extend(item.sends_s)
+        return [
+            dataclasses.replace(first[key], timers=ts, sends_s=tuple(sends[key]))
+            for key, ts in merged.items()
+        ]
 
     def in_flight(self) -> int:
         return sum(lane.in_flight for lane in list(self._lanes.values()))

@@ -49,7 +49,8 @@ class Settled:
     error: str = ""
     max_attempts: int | None = None  # the route's; None means the engine's
     defer_ms: int = 0
-    send_s: float | None = None  # how long the send took (one request), when one was made
+    # how long each send that settled these timers took (a webhook POST, a Redis pipeline)
+    sends_s: tuple[float, ...] = ()
 
 
 @runtime_checkable

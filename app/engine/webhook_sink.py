@@ -79,12 +79,12 @@ class WebhookSender:
             async with limit:
                 started = time.perf_counter()
                 error = await self._post(t)
-                took_s = time.perf_counter() - started
+                took_s = (time.perf_counter() - started,)
             if error is None:
-                report(Settled([t], Outcome.DELIVERED, WEBHOOK_SINK, send_s=took_s))
+                report(Settled([t], Outcome.DELIVERED, WEBHOOK_SINK, sends_s=took_s))
             else:
                 attempts = self._max_attempts
-                report(Settled([t], Outcome.FAILED, WEBHOOK_SINK, error, attempts, send_s=took_s))
+                report(Settled([t], Outcome.FAILED, WEBHOOK_SINK, error, attempts, sends_s=took_s))
 
         await asyncio.gather(*(one(t) for t in timers))
 
