@@ -213,9 +213,7 @@ def retry_later(
 def dead_letter(c: WheelCore, timers: Sequence[DueTimer], now_ms: int, error: str) -> None:
     records: list[DeadRec] = []
     for t in timers:
-        record = msgspec.structs.replace(
-            t.record, attempts=t.record.attempts + 1, due_again_at_ms=0
-        )
+        record = msgspec.structs.replace(t.record, attempts=t.record.attempts + 1)
         letter = DeadLetter(t.key_ms, record, now_ms, error)
         records.append(DeadRec(handle(t)[0], t.topic, t.id, letter))
     c.append(list(records))
