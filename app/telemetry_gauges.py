@@ -174,6 +174,11 @@ def _rocks_gauges(m: RocksMetrics) -> Iterator[Metric]:
     )
     yield GaugeMetricFamily(f"{r}_memtable_bytes", "Memtables, all families", m.memtable_bytes)
     yield GaugeMetricFamily(
+        f"{r}_table_readers_bytes",
+        "Index and filter blocks of open SST files, all families (outside the block cache)",
+        m.table_readers_bytes,
+    )
+    yield GaugeMetricFamily(
         f"{r}_block_cache_usage_bytes", "Block cache in use", m.block_cache_usage_bytes
     )
     yield GaugeMetricFamily(

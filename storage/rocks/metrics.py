@@ -32,6 +32,7 @@ class RocksMetrics(msgspec.Struct, frozen=True):
     live_sst_bytes: int
     pending_compaction_bytes: int
     memtable_bytes: int
+    table_readers_bytes: int  # index and filter blocks of open SST files (not in the cache)
     block_cache_usage_bytes: int
     block_cache_capacity_bytes: int
     write_stall_seconds: float
@@ -67,6 +68,7 @@ def read_metrics(h: RocksHandles, capacity_bytes: int) -> RocksMetrics:
         live_sst_bytes=_family_sum(h, "rocksdb.live-sst-files-size"),
         pending_compaction_bytes=_family_sum(h, "rocksdb.estimate-pending-compaction-bytes"),
         memtable_bytes=_family_sum(h, "rocksdb.cur-size-all-mem-tables"),
+        table_readers_bytes=_family_sum(h, "rocksdb.estimate-table-readers-mem"),
         block_cache_usage_bytes=shared.property_int_value("rocksdb.block-cache-usage") or 0,
         block_cache_capacity_bytes=(
             shared.property_int_value("rocksdb.block-cache-capacity") or capacity_bytes

@@ -52,6 +52,7 @@ ROCKS_GAUGES = [
     "timerstore_rocksdb_live_sst_bytes",
     "timerstore_rocksdb_pending_compaction_bytes",
     "timerstore_rocksdb_memtable_bytes",
+    "timerstore_rocksdb_table_readers_bytes",
     "timerstore_rocksdb_block_cache_usage_bytes",
     "timerstore_rocksdb_block_cache_capacity_bytes",
 ]

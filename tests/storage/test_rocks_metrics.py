@@ -40,6 +40,7 @@ def test_properties_move_with_writes_flushes_and_reads(rocks_store: RocksTimerSt
     flushed = rocks_store.rocksdb_metrics()
     assert flushed.live_sst_bytes > 5000 * 200 // 2  # random payloads barely compress
     assert flushed.memtable_bytes < written.memtable_bytes
+    assert empty.table_readers_bytes == 0 < flushed.table_readers_bytes  # the new SST's index
 
     page = rocks_store.list_pending(limit=2000)
     assert len(page.timers) == 2000
