@@ -223,16 +223,19 @@ def test_a_store_error_settling_route_answers_strands_no_timer_in_flight(tmp_pat
         recv.stop()
     try:
         assert store.stats().in_flight == 0 and store.stats().pending == 0
-        posts = Counter(a.body["id"] for a in recv.arrivals)
-        oks = Counter(a.body["id"] for a in recv.ok())
-        # each timer: its POSTs so far (ok: one 200; f: a 500, then a 200), plus one more
-        # for each timer of the answer whose write failed (the release sends it again)
-        expected_posts = {i: (1 if i.startswith("ok") else 2) + (i in again) for i in ids}
-        assert posts == expected_posts
-        assert oks == {i: 1 + (i in again and i.startswith("ok")) for i in ids}
+        _assert_posts_after_one_failed_settle(recv, ids, again)
         assert all(store.get("hook", i).state == TimerState.DELIVERED for i in ids)
     finally:
         store.close()
+
+
+def _assert_posts_after_one_failed_settle(recv: Receiver, ids: list[str], again: set[str]):
+    """Each timer's POSTs (ok: one 200; f: a 500, then a 200), plus one more for each
+    timer of the answer whose write failed (the release sends it again)."""
+    posts = Counter(a.body["id"] for a in recv.arrivals)
+    oks = Counter(a.body["id"] for a in recv.ok())
+    assert posts == {i: (1 if i.startswith("ok") else 2) + (i in again) for i in ids}
+    assert oks == {i: 1 + (i in again and i.startswith("ok")) for i in ids}
 
 
 def test_a_store_error_backing_off_a_failed_batch_releases_it(tmp_path, clock, flaky_sink):
