@@ -60,11 +60,17 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
+def start_server(
+    data_dir: str, settings: dict[str, str] | None = None, port: int | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``timerstore serve`` on a loopback port (a free one unless given), ready;
+    ``settings`` are extra ``TIMERSTORE_*`` variables (none of the caller's own are
+    passed on)."""
+    port = port or _free_port()
     cmd = [sys.executable, "-m", "timerstore", "serve", "--port", str(port), "--data-dir", data_dir]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIMERSTORE_")}
     env["TIMERSTORE_LOG_LEVEL"] = "warning"
+    env.update(settings or {})
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
     for _ in range(600):  # up to 30 s
         try:
