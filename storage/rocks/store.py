@@ -153,9 +153,18 @@ class RocksTimerStore:
     ) -> list[LoggedMessage]:
         topic_b = validate_name("topic", topic)
         layout.check_range(offset, "offset", layout.MAX_OFFSET)
-        start = max(offset, self._core.counters.log_start.get(topic, 0))
-        with self._core.reading() as h:
-            return reads.read_log(h.cfs["topiclog"], topic_b, start, limit, max_bytes)
+        c = self._core.counters
+        # the published end, taken first: a commit's page is in RocksDB a moment before
+        # its offsets are counted, and a message past the end must not be read (a
+        # consumer's commit of the next offset would be refused as past the log end)
+        end = c.next_offset.get(topic, 0)
+        start = max(offset, c.log_start.get(topic, 0))
+        with self._core.reading() as h:  # a closed store raises, even for an empty log
+            if start >= end:
+                return []
+            return reads.read_log(
+                h.cfs["topiclog"], topic_b, start, min(limit, end - start), max_bytes
+            )
 
     def topics(self) -> list[TopicInfo]:
         c = self._core.counters

@@ -229,7 +229,7 @@ _READS: dict[str, tuple[str, Callable[[RocksTimerStore], object]]] = {
         "count_keys_before",
         lambda s: s.count_pending_due_before([NOW + 20], 10),
     ),
-    "read_log": ("read_log", lambda s: s.read_log("t", 0, 10)),
+    "read_log": ("read_log", lambda s: s.read_log("logged", 0, 10)),
     "dead_letters": ("dead_letters", lambda s: s.dead_letters()),
 }
 
@@ -238,6 +238,8 @@ _READS: dict[str, tuple[str, Callable[[RocksTimerStore], object]]] = {
 def test_close_waits_for_a_read_in_progress(rocks_store, monkeypatch, op):
     """A read takes no lock; close() waits for it to end, and then closes (a read racing
     close used the cleared handles: KeyError, a 500 at the API)."""
+    rocks_store.schedule([nt("l", NOW, topic="logged")], NOW - 2)
+    rocks_store.commit_delivered(rocks_store.due(NOW, 10), NOW, sink=LOG_SINK)
     rocks_store.schedule([nt("d", NOW)], NOW - 1)
     rocks_store.dead_letter(rocks_store.due(NOW, 10), NOW, "boom")
     rocks_store.schedule([nt("a", NOW + 10)], NOW)
@@ -308,3 +310,34 @@ def test_stats_reads_a_snapshot_while_a_commit_adds_a_sink(rocks_store):
     assert _CommitsWhenRead.committed  # the commit ran while stats read the totals
     assert stats.delivered_by_sink.get("probe") == 1
     assert rocks_store.stats().delivered_by_sink["new-sink"] == 1
+
+
+def test_a_log_read_between_a_commits_write_and_its_counters_sees_nothing_past_the_end(
+    rocks_store, monkeypatch
+):
+    """A commit's page is in RocksDB before its offsets are published (``CounterDelta.apply``
+    follows ``db.write``). A read in between returned those messages, and the consumer's
+    commit of the next offset was a 409 "past the log end" (a 30-minute soak hit it)."""
+    rocks_store.schedule([nt("a", NOW), nt("b", NOW)], NOW)
+    batch = rocks_store.due(NOW, 10)
+    written, apply = Gate(hold=True), CounterDelta.apply
+
+    def apply_after_the_gate(delta: CounterDelta) -> None:
+        if delta.offsets:  # the commit's delta: the page is written, the end not yet moved
+            written.pass_through()
+        apply(delta)
+
+    monkeypatch.setattr(CounterDelta, "apply", apply_after_the_gate)
+    committer = threading.Thread(
+        target=rocks_store.commit_delivered, args=(batch, NOW), kwargs={"sink": LOG_SINK}
+    )
+    committer.start()
+    try:
+        assert written.reached.wait(WAIT_S)
+        read = rocks_store.read_log("t", 0, 10)
+        ends = [row.log_end_offset for row in rocks_store.topics() if row.topic == "t"]
+    finally:
+        written.open()
+        committer.join(WAIT_S)
+    assert read == [] and ends in ([], [0])  # nothing published yet, nothing readable
+    assert [m.offset for m in rocks_store.read_log("t", 0, 10)] == [0, 1]  # and after it
