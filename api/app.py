@@ -89,7 +89,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await svc.start()
-        housekeeper = Housekeeper(svc, settings.housekeeping)
+        housekeeper = Housekeeper(svc, settings.housekeeping, settings.memory)
         housekeeper.start()
         app.state.housekeeper = housekeeper
         try:

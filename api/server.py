@@ -36,6 +36,7 @@ import msgspec
 import uvicorn
 
 from api.schemas import ErrorBody, ErrorDetail, Health
+from app import native_memory
 from app.config import Settings, load_settings
 from app.logs import configure_logging
 from app.service import TimerService
@@ -309,6 +310,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"timerstore serve: {exc.message}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
     configure_logging(settings.log_format, settings.log_level)  # uvicorn's logs follow it
+    # before RocksDB and the stages start their threads: arenas are made per thread
+    arena_max = settings.memory.malloc_arena_max
+    if arena_max and not native_memory.limit_arenas(arena_max):
+        log.info("memory.malloc_arena_max not applied: the C library is not glibc")
     # bound, then opened, before uvicorn starts: a port in use or a bad data directory is
     # one line, not a traceback, each with its own exit status (the probe process that
     # answers meanwhile writes nothing)

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import msgspec
 
 from app.engine import EngineSettings
+from app.native_memory import MemorySettings
 from app.routing import SinkSettings
 from app.timer_requests import DEFAULT_PAGE_LIMIT, RequestLimits
 from storage.errors import ConfigError
@@ -37,8 +38,14 @@ STAGING_DIR = "staging"  # <data_dir>/staging: bulk imports waiting to be ingest
 NOT_SETTINGS = frozenset(
     {"TIMERSTORE_DOCKER_CACHE", "TIMERSTORE_DOCKER_LOG", "TIMERSTORE_OFFLINE_NO_FETCH"}
 )
-# fields of the store sections that may be 0 (every other integer there is at least 1)
-ZERO_ALLOWED = frozenset({"rocks.blob_min_bytes"})  # 0: every value in blob files
+# fields of the sections that may be 0 (every other integer there is at least 1)
+ZERO_ALLOWED = frozenset(
+    {
+        "rocks.blob_min_bytes",  # 0: every value in blob files
+        "memory.malloc_arena_max",  # 0: glibc's own limit
+        "memory.malloc_trim_interval_ms",  # 0: never
+    }
+)
 # upper bounds of every integer of a section: a size or a count is handed to RocksDB as a
 # 64-bit integer (a larger one was an OverflowError trace), and a duration becomes a
 # thread wait, an APScheduler interval or an offset from now (a tick of 10**13 ms killed
@@ -81,6 +88,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     limits: RequestLimits = msgspec.field(default_factory=RequestLimits)
     housekeeping: HousekeepingSettings = msgspec.field(default_factory=HousekeepingSettings)
     sinks: SinkSettings = msgspec.field(default_factory=SinkSettings)
+    memory: MemorySettings = msgspec.field(default_factory=MemorySettings)
     rocks: RocksSettings = msgspec.field(default_factory=_rocks_defaults)
     wheel: WheelSettings = msgspec.field(default_factory=_wheel_defaults)
 
@@ -100,7 +108,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         _require_at_most_bound("shutdown_grace_ms", self.shutdown_grace_ms)
         # a negative retention expired every topic-log message at the first housekeeping
         # run, and a negative blob size was a traceback from RocksDB's options
-        for section in ("engine", "limits", "housekeeping", "sinks", "rocks", "wheel"):
+        for section in ("engine", "limits", "housekeeping", "sinks", "memory", "rocks", "wheel"):
             _require_positive(section, getattr(self, section))
         if self.limits.max_page_limit < DEFAULT_PAGE_LIMIT:  # a listing without a limit
             raise ConfigError(

@@ -3,6 +3,9 @@
 - ``housekeep``: the store's watermark advance + range delete + compaction and the
   retention of ``done`` records and topic logs. It runs in a worker thread (through the
   service), so the event loop keeps serving while RocksDB compacts.
+- ``malloc-trim``: glibc's free heap pages given back to the system every
+  ``memory.malloc_trim_interval_ms`` (``app.native_memory``: RSS otherwise keeps the
+  high-water mark of every malloc arena), in a worker thread.
 - ``snapshot``: a stats snapshot, logged at debug level and kept for ``/v1/stats``; it
   also counts the failure log lines dropped that no line has counted yet
   (``app.logs.FloodLimit``), so a flood that stops says how many it dropped at its end.
@@ -17,13 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from app import native_memory
 from app.config import HousekeepingSettings
 from app.logs import report_suppressed_lines
+from app.native_memory import MemorySettings
 from app.service import TimerService
 from storage.errors import StoreClosedError
 
@@ -32,12 +38,19 @@ FIRST_RUN_AFTER_MS = 5000  # the first housekeeping run comes soon after start
 
 
 class Housekeeper:
-    def __init__(self, service: TimerService, settings: HousekeepingSettings) -> None:
+    def __init__(
+        self,
+        service: TimerService,
+        settings: HousekeepingSettings,
+        memory: MemorySettings | None = None,
+    ) -> None:
         self.service = service
         self.settings = settings
+        self.memory = memory or MemorySettings()
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.runs = 0
         self.snapshots = 0
+        self.trims = 0
 
     def start(self) -> None:
         """Schedule the jobs; call from inside the running event loop.
@@ -65,6 +78,14 @@ class Housekeeper:
             id="stats-snapshot",
             **common,
         )
+        if self.memory.malloc_trim_interval_ms:
+            self.scheduler.add_job(
+                self.trim,
+                "interval",
+                seconds=self.memory.malloc_trim_interval_ms / 1000,
+                id="malloc-trim",
+                **common,
+            )
         self.scheduler.start()
 
     async def stop(self) -> None:
@@ -78,6 +99,9 @@ class Housekeeper:
 
     async def snapshot(self) -> None:
         await self._run("stats snapshot", self._snapshot)
+
+    async def trim(self) -> None:
+        await self._run("malloc trim", self._trim)
 
     async def _run(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
         """Run a job; a shutdown ends it quietly (the next start runs it again), and an
@@ -120,6 +144,18 @@ class Housekeeper:
                 "done_expired": report.done_expired,
                 "log_messages_expired": report.log_messages_expired,
             },
+        )
+
+    async def _trim(self) -> None:
+        """In a worker thread: ``malloc_trim`` walks every arena under its lock, and the
+        event loop must not wait for it (ctypes lets go of the GIL for the call)."""
+        started = time.perf_counter()
+        released = await asyncio.to_thread(native_memory.trim)
+        self.trims += 1
+        log.debug(
+            "malloc trim: %s in %.1f ms",
+            "memory released" if released else "nothing to release",
+            (time.perf_counter() - started) * 1000,
         )
 
     async def _snapshot(self) -> None:

@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from app import native_memory
 from app.clock import Clock
 from app.engine import Engine
 from app.groups import GroupOffsets
@@ -69,6 +70,7 @@ class ServiceGauges(Collector):
         yield from _snapshot_gauges(self.source.last_snapshot, self.source.last_oldest_due_ms)
         if isinstance(store, SupportsRocksMetrics):
             yield from _rocks_gauges(store.rocksdb_metrics())
+        yield from _malloc_gauges(native_memory.malloc_usage())
 
 
 def _store_gauges(store: TimerStore) -> Iterator[Metric]:
@@ -162,6 +164,21 @@ def _snapshot_gauges(snapshot: ServiceStats | None, oldest_ms: int | None) -> It
             "Due time of the oldest timer not yet delivered (at the snapshot)",
             oldest_ms / 1000,
         )
+
+
+def _malloc_gauges(usage: native_memory.MallocUsage | None) -> Iterator[Metric]:
+    """glibc's heap (none elsewhere): RSS beyond RocksDB's gauges and Python's own heap is
+    mostly here, as memory in use or as free memory malloc keeps (``app.native_memory``)."""
+    if usage is None:
+        return
+    heap = GaugeMetricFamily(
+        f"{P}_malloc_bytes",
+        "glibc malloc: bytes in use, and bytes freed but kept by malloc",
+        labels=["state"],
+    )
+    heap.add_metric(["in_use"], usage.in_use_bytes)
+    heap.add_metric(["free"], usage.free_bytes)
+    yield heap
 
 
 def _rocks_gauges(m: RocksMetrics) -> Iterator[Metric]:

@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,22 +72,23 @@ class SoakOptions:
     hook_fail: float  # share of webhook requests the receiver refuses
     seed: int
     kill_every_s: float | None = None  # SIGKILL the service this often, and start it again
+    settings: dict[str, str] = field(default_factory=dict)  # more TIMERSTORE_* for the service
 
 
 class Service:
     """The ``timerstore serve`` process; ``crash`` kills it and starts it again on the
     same port and data directory."""
 
-    def __init__(self, data_dir: str) -> None:
-        self.data_dir = data_dir
-        self.proc, self.url = start_server(data_dir, SETTINGS)
+    def __init__(self, data_dir: str, settings: dict[str, str]) -> None:
+        self.data_dir, self.settings = data_dir, settings
+        self.proc, self.url = start_server(data_dir, settings)
         self.crashes = 0
 
     def crash(self) -> None:
         self.proc.kill()  # SIGKILL: no shutdown, no flush
         self.proc.wait(30)
         port = int(self.url.rsplit(":", 1)[1])
-        self.proc, _ = start_server(self.data_dir, SETTINGS, port)
+        self.proc, _ = start_server(self.data_dir, self.settings, port)
         self.crashes += 1
 
     def stop(self) -> None:
@@ -141,15 +142,20 @@ class Sampler:
 
 
 ROCKS_MEMORY = ("memtable", "table_readers", "block_cache_usage")
+MALLOC_STATES = ("in_use", "free")
 
 
 def rocksdb_gauges(metrics_text: str) -> dict[str, float]:
-    """RocksDB's memory gauges from ``/metrics``, in MB (``memtable_mb``, ...)."""
+    """RocksDB's and glibc malloc's memory gauges from ``/metrics``, in MB
+    (``memtable_mb``, ..., ``malloc_in_use_mb``, ``malloc_free_mb``)."""
     found = {}
     for line in metrics_text.splitlines():
         for name in ROCKS_MEMORY:
             if line.startswith(f"timerstore_rocksdb_{name}_bytes "):
                 found[f"{name}_mb"] = float(line.split()[1]) / (1 << 20)
+        for state in MALLOC_STATES:
+            if line.startswith(f'timerstore_malloc_bytes{{state="{state}"}} '):
+                found[f"malloc_{state}_mb"] = float(line.split()[1]) / (1 << 20)
     return found
 
 
@@ -181,7 +187,7 @@ def counters_agree(stats: dict[str, Any], model: Model) -> list[str]:
 def soak(options: SoakOptions, data_dir: str) -> dict[str, Any]:
     model = Model(frozenset({HOOK_TOPIC}))
     receiver, hook_url, hook_thread = start_receiver(SECRET, options.hook_fail, options.seed, model)
-    service = Service(data_dir)
+    service = Service(data_dir, {**SETTINGS, **options.settings})
     try:
         route = {"sink": "webhook", "url": hook_url, "secret": SECRET, "max_attempts": 20}
         httpx.put(f"{service.url}/v1/topics/{HOOK_TOPIC}/route", json=route).raise_for_status()
@@ -256,13 +262,28 @@ def parse_args(argv: list[str] | None) -> tuple[SoakOptions, argparse.Namespace]
     parser.add_argument(
         "--kill-every", type=float, help="SIGKILL the service every this many seconds"
     )
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a TIMERSTORE_* variable for the service (repeatable), over the soak's own",
+    )
     parser.add_argument("--quick", action="store_true", help="15 seconds, for development")
     parser.add_argument("--out", help="result file (default bench/results/soak-<t>.json)")
     args = parser.parse_args(argv)
     seconds = 15.0 if args.quick else args.minutes * 60
+    settings = dict(_setting(parser, text) for text in args.setting)
     options = SoakOptions(seconds, args.rate, args.batch, args.max_delay_ms, args.hook_fail,
-                          args.seed, args.kill_every)  # fmt: skip
+                          args.seed, args.kill_every, settings)  # fmt: skip
     return options, args
+
+
+def _setting(parser: argparse.ArgumentParser, text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name.startswith("TIMERSTORE_"):
+        parser.error(f"--setting takes TIMERSTORE_NAME=VALUE, got {text!r}")
+    return name, value
 
 
 def main(argv: list[str] | None = None) -> int:

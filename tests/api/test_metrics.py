@@ -57,6 +57,7 @@ ROCKS_GAUGES = [
     "timerstore_rocksdb_block_cache_capacity_bytes",
 ]
 ROCKS_COUNTERS = ["timerstore_rocksdb_write_stall_seconds"]
+MALLOC_GAUGES = ["timerstore_malloc_bytes"]  # glibc's (tests/app/test_native_memory.py)
 
 
 class Scrape:
@@ -106,7 +107,7 @@ class _FailingSink:
 def _assert_types(s: Scrape, rocks: bool) -> None:
     for name in COUNTERS + (ROCKS_COUNTERS if rocks else []):
         assert s.type_of(name) == "counter", name
-    for name in GAUGES + SNAPSHOT_GAUGES + (ROCKS_GAUGES if rocks else []):
+    for name in GAUGES + SNAPSHOT_GAUGES + MALLOC_GAUGES + (ROCKS_GAUGES if rocks else []):
         assert s.type_of(name) == "gauge", name
     for name in HISTOGRAMS:
         assert s.type_of(name) == "histogram", name
@@ -160,6 +161,8 @@ def test_families_types_and_values_move(fake_api_factory: Callable[..., FakeApi]
     assert s2.value("timerstore_commit_batch_timers_sum") == 2
     assert s2.value("timerstore_scan_batch_timers_sum") == 2
     assert s2.value("timerstore_scan_cursor_lag_seconds") == 0
+    assert s2.value("timerstore_malloc_bytes", state="in_use") > 0
+    assert s2.value("timerstore_malloc_bytes", state="free") >= 0
 
 
 @pytest.mark.parametrize("store", ["rocks", "wheel"])

@@ -16,6 +16,7 @@ import anyio.to_thread
 from app.clock import FakeClock
 from app.config import HousekeepingSettings
 from app.housekeeping import Housekeeper
+from app.native_memory import MemorySettings
 from storage.protocol import HousekeepingReport
 
 FAKE_NOW_MS = 1_700_000_000_000  # November 2023
@@ -130,3 +131,36 @@ def test_a_failed_run_is_one_error_line_naming_the_job_and_the_next_run_goes_on(
     ]
     assert "No space left on device" in errors[0].getMessage()
     assert errors[0].exc_info is not None  # the JSON line carries exc_type and exc
+
+
+async def _trims_within(memory: MemorySettings) -> Housekeeper:
+    housekeeper = Housekeeper(
+        BlockingService(),  # type: ignore[arg-type]
+        HousekeepingSettings(interval_ms=3_600_000, stats_snapshot_interval_ms=3_600_000),
+        memory,
+    )
+    housekeeper.start()
+    for _ in range(500):  # bounded: a trim every 20 ms
+        await asyncio.sleep(0.01)
+        if housekeeper.trims >= 2:
+            break
+    await housekeeper.stop()
+    return housekeeper
+
+
+def test_the_malloc_trim_job_runs_at_its_interval_and_not_at_all_when_zero() -> None:
+    trimming = asyncio.run(_trims_within(MemorySettings(malloc_trim_interval_ms=20)))
+    assert trimming.trims >= 2
+    never = Housekeeper(
+        BlockingService(),  # type: ignore[arg-type]
+        HousekeepingSettings(),
+        MemorySettings(malloc_trim_interval_ms=0),
+    )
+
+    async def jobs() -> list[str]:
+        never.start()
+        ids = [job.id for job in never.scheduler.get_jobs()]
+        await never.stop()
+        return ids
+
+    assert asyncio.run(jobs()) == ["housekeep", "stats-snapshot"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.soak import SoakOptions, counters_agree, rocksdb_gauges, soak
+from bench.soak import SoakOptions, counters_agree, parse_args, rocksdb_gauges, soak
 from bench.soak_load import _signed, start_receiver
 from bench.soak_model import Delivery, Model
 
@@ -211,6 +211,8 @@ def test_a_short_soak_of_the_real_server_keeps_every_promise(tmp_path: Path) -> 
     assert counts["cancel_cancelled"] > 0 and counts["rescheduled"] > 0
     assert result["log_deliveries"] > 0 and result["webhook_deliveries"] > 0
     assert result["final_stats"]["delivered"] == result["expected_deliveries"]
+    samples = result["samples"]  # every 2 s: glibc's gauge is read from /metrics
+    assert samples and all(s["malloc_in_use_mb"] > 0 for s in samples)
 
 
 @pytest.mark.slow
@@ -234,9 +236,22 @@ def test_the_sampler_reads_rocksdbs_memory_gauges() -> None:
         "timerstore_rocksdb_table_readers_bytes 1048576.0\n"
         "timerstore_rocksdb_block_cache_usage_bytes 0.0\n"
         "timerstore_rocksdb_block_cache_capacity_bytes 67108864.0\n"
+        'timerstore_malloc_bytes{state="in_use"} 3145728.0\n'
+        'timerstore_malloc_bytes{state="free"} 524288.0\n'
     )
     assert rocksdb_gauges(text) == {
         "memtable_mb": 2.0,
         "table_readers_mb": 1.0,
         "block_cache_usage_mb": 0.0,
+        "malloc_in_use_mb": 3.0,
+        "malloc_free_mb": 0.5,
     }
+
+
+def test_settings_for_the_service_are_taken_as_timerstore_variables_only() -> None:
+    options, _ = parse_args(["--setting", "TIMERSTORE_MEMORY__MALLOC_ARENA_MAX=0"])
+    assert options.settings == {"TIMERSTORE_MEMORY__MALLOC_ARENA_MAX": "0"}
+    for bad in ("MALLOC_ARENA_MAX=2", "TIMERSTORE_MEMORY__MALLOC_ARENA_MAX"):
+        with pytest.raises(SystemExit) as exited:
+            parse_args(["--setting", bad])
+        assert exited.value.code == 2  # argparse's usage error
