@@ -142,3 +142,9 @@ def test_a_bad_value_from_the_environment_names_its_variable(environ: dict[str, 
         load_settings(environ=environ)
     [variable] = environ
     assert f"({variable})" in caught.value.message
+
+
+def test_index_and_filter_blocks_in_the_cache_is_a_rocks_setting() -> None:
+    environ = {"TIMERSTORE_ROCKS__CACHE_INDEX_AND_FILTER_BLOCKS": "true"}
+    assert load_settings(environ=environ).rocks_settings().cache_index_and_filter_blocks
+    assert not load_settings(environ={}).rocks_settings().cache_index_and_filter_blocks

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from storage.protocol import NewTimer
-from storage.rocks import RocksTimerStore
+from storage.rocks import RocksSettings, RocksTimerStore
 from storage.rocks.metrics import STALL_LINE, stall_seconds
 
 NOW_MS = 1_700_000_000_000
@@ -48,6 +48,28 @@ def test_properties_move_with_writes_flushes_and_reads(rocks_store: RocksTimerSt
     assert read.block_cache_usage_bytes > flushed.block_cache_usage_bytes + 100_000
     assert read.tickers["rocksdb.number.db.seek"] > flushed.tickers["rocksdb.number.db.seek"]
     assert read.tickers["rocksdb.number.db.next"] >= flushed.tickers["rocksdb.number.db.next"]
+
+
+def test_index_and_filter_blocks_move_into_the_block_cache_when_asked(tmp_path) -> None:
+    """Beside the cache they grow with the pending timers; in it they stay within its size."""
+    readers, cached = {}, {}
+    for inside in (False, True):
+        store = RocksTimerStore(
+            RocksSettings(str(tmp_path / str(inside)), cache_index_and_filter_blocks=inside)
+        )
+        try:
+            _fill(store, 20_000)
+            store.flush()
+            metrics = store.rocksdb_metrics()
+            readers[inside], cached[inside] = (
+                metrics.table_readers_bytes,
+                metrics.block_cache_usage_bytes,
+            )
+        finally:
+            store.close()
+    assert readers[False] > 20_000 * 2  # a bloom filter alone is 1.25 bytes a key a family
+    assert readers[True] < readers[False] // 4
+    assert cached[True] > cached[False] + readers[False] // 2  # what moved is in the cache
 
 
 def test_the_stall_line_of_this_rocksdb_is_parsed(rocks_store: RocksTimerStore) -> None:
