@@ -9,7 +9,14 @@ from typing import TypeVar
 import httpx
 
 from client import calls
-from client.calls import LONG_POLL_LIMITS, Call, Payload, http_options, timeout_of
+from client.calls import (
+    LONG_POLL_LIMITS,
+    Call,
+    Payload,
+    http_options,
+    resendable,
+    timeout_of,
+)
 from client.models import (
     BatchScheduled,
     Cancelled,
@@ -53,8 +60,17 @@ class AsyncTimerStoreClient:
         self._timeout_s = timeout_s
 
     async def _send(self, call: Call[T]) -> T:
+        try:
+            answer = await self._request(call)
+        except httpx.RemoteProtocolError:
+            if not resendable(call):
+                raise
+            answer = await self._request(call)  # the pool dropped the closed connection
+        return call.read(answer.status_code, answer.content)
+
+    async def _request(self, call: Call[T]) -> httpx.Response:
         http = self._polls if call.wait_ms > 0 else self._http
-        answer = await http.request(
+        return await http.request(
             call.method,
             call.path,
             params=call.params,
@@ -62,7 +78,6 @@ class AsyncTimerStoreClient:
             headers=call.headers,
             timeout=timeout_of(call, self._timeout_s),
         )
-        return call.read(answer.status_code, answer.content)
 
     async def schedule(
         self,

@@ -67,6 +67,17 @@ def http_options(api_key: str | None, timeout_s: float) -> dict[str, Any]:
 LONG_POLL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None)
 
 
+# A server closes a keep-alive connection that stayed idle past its timeout (uvicorn: 5 s);
+# a request sent on it at that moment ends with RemoteProtocolError and no answer. A
+# read is sent once more, on a new connection; a write is not (its effect is unknown).
+RESENDABLE_METHODS = frozenset({"GET", "HEAD"})
+
+
+def resendable(call: Call[Any]) -> bool:
+    """True when ``call``, ended by RemoteProtocolError, may be sent again."""
+    return call.method in RESENDABLE_METHODS
+
+
 def timeout_of(call: Call[Any], timeout_s: float) -> httpx.Timeout:
     """A long-poll may be silent for ``wait_ms``: the read timeout outlasts it."""
     return httpx.Timeout(timeout_s, read=timeout_s + call.wait_ms / 1000)
