@@ -117,9 +117,9 @@ class Sampler:
 
     def sample(self, http: httpx.Client) -> dict[str, Any]:
         stats = http.get("/v1/stats").json()
-        rocks = rocksdb_gauges(http.get("/metrics").text)
+        memory = memory_gauges(http.get("/metrics").text)
         return {
-            **rocks,
+            **memory,
             "t_ms": now_ms(),
             "pid": self.service.proc.pid,
             "rss_mb": psutil.Process(self.service.proc.pid).memory_info().rss / (1 << 20),
@@ -145,7 +145,7 @@ ROCKS_MEMORY = ("memtable", "table_readers", "block_cache_usage")
 MALLOC_STATES = ("in_use", "free")
 
 
-def rocksdb_gauges(metrics_text: str) -> dict[str, float]:
+def memory_gauges(metrics_text: str) -> dict[str, float]:
     """RocksDB's and glibc malloc's memory gauges from ``/metrics``, in MB
     (``memtable_mb``, ..., ``malloc_in_use_mb``, ``malloc_free_mb``)."""
     found = {}

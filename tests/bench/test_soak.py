@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.soak import SoakOptions, counters_agree, parse_args, rocksdb_gauges, soak
+from bench.soak import SoakOptions, counters_agree, parse_args, memory_gauges, soak
 from bench.soak_load import _signed, start_receiver
 from bench.soak_model import Delivery, Model
 
@@ -229,7 +229,7 @@ def test_a_soak_with_crashes_loses_no_acknowledged_timer(tmp_path: Path) -> None
     assert result["log_deliveries"] > 0 and result["webhook_deliveries"] > 0
 
 
-def test_the_sampler_reads_rocksdbs_memory_gauges() -> None:
+def test_the_sampler_reads_rocksdbs_and_mallocs_memory_gauges() -> None:
     text = (
         "# HELP timerstore_rocksdb_memtable_bytes Memtables, all families\n"
         "timerstore_rocksdb_memtable_bytes 2097152.0\n"
@@ -239,7 +239,7 @@ def test_the_sampler_reads_rocksdbs_memory_gauges() -> None:
         'timerstore_malloc_bytes{state="in_use"} 3145728.0\n'
         'timerstore_malloc_bytes{state="free"} 524288.0\n'
     )
-    assert rocksdb_gauges(text) == {
+    assert memory_gauges(text) == {
         "memtable_mb": 2.0,
         "table_readers_mb": 1.0,
         "block_cache_usage_mb": 0.0,
