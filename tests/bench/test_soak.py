@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.soak import SoakOptions, counters_agree, parse_args, memory_gauges, soak
+from bench.soak import SoakOptions, counters_agree, memory_gauges, parse_args, soak
 from bench.soak_load import _signed, start_receiver
 from bench.soak_model import Delivery, Model
 
