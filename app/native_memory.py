@@ -30,7 +30,7 @@ class MemorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The settings section ``memory``: how the service steers glibc's malloc."""
 
     # at most this many malloc arenas (0: glibc's own limit, eight per core); 2 kept RSS
-    # 30 MB lower in a soak but cost batch requests about a tenth of their rate
+    # 15 to 30 MB lower in soaks but cost batch requests about a tenth of their rate
     malloc_arena_max: int = 0
     # give free heap pages back to the system this often (0: never)
     malloc_trim_interval_ms: int = 30_000
