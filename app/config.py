@@ -25,6 +25,7 @@ from app.engine import EngineSettings
 from app.native_memory import MemorySettings
 from app.routing import SinkSettings
 from app.timer_requests import DEFAULT_PAGE_LIMIT, RequestLimits
+from cluster.settings import ClusterSettings
 from storage.errors import ConfigError
 from storage.rocks import RocksSettings
 from storage.wheel import WheelSettings
@@ -91,6 +92,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     memory: MemorySettings = msgspec.field(default_factory=MemorySettings)
     rocks: RocksSettings = msgspec.field(default_factory=_rocks_defaults)
     wheel: WheelSettings = msgspec.field(default_factory=_wheel_defaults)
+    cluster: ClusterSettings = msgspec.field(default_factory=ClusterSettings)
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
@@ -108,7 +110,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         _require_at_most_bound("shutdown_grace_ms", self.shutdown_grace_ms)
         # a negative retention expired every topic-log message at the first housekeeping
         # run, and a negative blob size was a traceback from RocksDB's options
-        for section in ("engine", "limits", "housekeeping", "sinks", "memory", "rocks", "wheel"):
+        sections = ("engine", "limits", "housekeeping", "sinks", "memory", "rocks", "wheel")
+        for section in (*sections, "cluster"):
             _require_positive(section, getattr(self, section))
         if self.limits.max_page_limit < DEFAULT_PAGE_LIMIT:  # a listing without a limit
             raise ConfigError(
@@ -190,7 +193,8 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
         name = key[len(ENV_PREFIX) :].lower()
         section, _, field = name.partition(SECTION_SEPARATOR)
         if field and field in sections.get(section, ()):
-            values.setdefault(section, {})[field] = raw
+            value: Any = _split_list(raw) if field.endswith("_urls") else raw
+            values.setdefault(section, {})[field] = value
         elif not field and name in top_level:
             values[name] = _split_keys(key, raw) if name.endswith("_keys") else raw
         else:
@@ -251,6 +255,12 @@ def _split_keys(key: str, raw: str) -> list[str]:
             field=key,
         )
     return keys
+
+
+def _split_list(raw: str) -> list[str]:
+    """A comma-separated list (``TIMERSTORE_CLUSTER__NATS_URLS=nats://a:4222,nats://b:4222``);
+    empty means none (for the NATS URLs: a single node)."""
+    return [part.strip() for part in raw.split(",") if part.strip()]
 
 
 def _field_of(exc: msgspec.ValidationError) -> str | None:

@@ -149,7 +149,6 @@ class HousekeepingReport(msgspec.Struct, frozen=True):
 
 
 @runtime_checkable
-@runtime_checkable
 class SupportsIngest(Protocol):
     """A store that can take a bulk import's staged, sorted files (the RocksDB store)."""
 
@@ -261,3 +260,37 @@ class TimerStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class PartitionOwner(msgspec.Struct, frozen=True):
+    """One partition's owner: ``node_id`` None while no node holds its lease."""
+
+    partition: int
+    node_id: str | None
+    epoch: int
+
+
+class ClusterMember(msgspec.Struct, frozen=True):
+    node_id: str
+    url: str
+    alive: bool
+
+
+class ClusterView(msgspec.Struct, frozen=True):
+    """What ``GET /v1/cluster`` answers: who owns which partition, and who is alive."""
+
+    node_id: str
+    partitions: int
+    owners: list[PartitionOwner]
+    nodes: list[ClusterMember]
+
+
+@runtime_checkable
+class SupportsCluster(Protocol):
+    """A store spread over a cluster (``cluster.ClusterStore``); a single node has none."""
+
+    def cluster_view(self) -> ClusterView: ...
+
+    def caught_up(self) -> bool:
+        """True once joined: connected, and every partition this node owns restored."""
+        ...
