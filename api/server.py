@@ -3,9 +3,10 @@
 First SIGTERM/SIGINT: the service refuses new /v1 work (503) and ends long-polls, uvicorn
 stops listening and lets requests in progress finish (up to ``shutdown_grace_ms``), then
 the lifespan stops the engine (queued batches commit) and closes the store.
-After a graceful stop uvicorn re-raises the signal, so the process ends as killed by it
-(exit status -15 / 143 for SIGTERM), as service managers expect. A second signal exits at
-once with status 130. That loses no acknowledged write: a schedule or cancel is
+After a graceful stop the process exits 0 for SIGTERM (a stop asked for and done; uvicorn
+would raise the signal again and end the process as killed by it, -15, which ``make``
+reports as "Terminated") and 130 for SIGINT, as a shell reports Ctrl-C. A second signal
+exits at once with status 130. That loses no acknowledged write: a schedule or cancel is
 acknowledged only after its WriteBatch is in RocksDB's write-ahead log, which survives
 the process; timers that were in flight are still in the store and are delivered after
 the restart (the embedded topic log commits delivery in the same batch, so none twice).
@@ -19,6 +20,7 @@ over; connections made meanwhile wait in the listen backlog.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import http.server
 import logging
@@ -28,6 +30,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
@@ -297,6 +300,27 @@ def build_server(settings: Settings, store: TimerStore | None = None) -> Gracefu
     return GracefulServer(config, service)
 
 
+@contextlib.contextmanager
+def sigterm_handled_by(server: GracefulServer) -> Iterator[None]:
+    """SIGTERM ends a graceful stop with exit status 0.
+
+    uvicorn captures the signal while it serves, then restores the handler it found and
+    raises the signal again into it. With the default handler that kills the process (-15);
+    with this one the stop it asked for is already done, so nothing more happens. A SIGTERM
+    before uvicorn captures signals starts the same graceful stop.
+    """
+
+    def on_sigterm(sig: int, frame: FrameType | None) -> None:
+        if not server.signals_seen:
+            server.handle_exit(sig, frame)
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run(args: argparse.Namespace) -> int:
     overrides = {
         "host": args.host,
@@ -331,7 +355,8 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_STORE_UNAVAILABLE
         server = build_server(settings, store)
         try:
-            server.run(sockets=listeners)
+            with sigterm_handled_by(server):
+                server.run(sockets=listeners)
         except KeyboardInterrupt:  # uvicorn stopped cleanly, then raised Ctrl-C's signal again
             return EXIT_INTERRUPTED
     finally:

@@ -24,7 +24,11 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "migrate",
         help="rewrite a format-1 RocksDB data directory in the current format (service stopped)",
-        description=__doc__,
+        description=(
+            "Rewrite a format-1 RocksDB data directory in the current format. Stop the "
+            "service first and give the same settings (--data-dir or TIMERSTORE_DATA_DIR). "
+            "The old directory is kept beside the new one as rocks.format-1."
+        ),
     )
     parser.add_argument("--data-dir", dest="data_dir", help="data directory (default ./data)")
     parser.set_defaults(handler=run)

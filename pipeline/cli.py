@@ -131,17 +131,43 @@ def run_job(
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("import", help="bulk-import timers through Spark and SST files")
+    p = subparsers.add_parser(
+        "import",
+        help="bulk-import timers through Spark and SST files",
+        description=(
+            "Bulk-import timers (Parquet, CSV or JSON lines) through Spark: rows are checked "
+            "(rejects go to a file with the reason), encoded into RocksDB SST files and "
+            "ingested, into a stopped store (--data-dir) or a running service (--server, "
+            "with an admin key and a --stage-dir under <data_dir>/staging)."
+        ),
+    )
     add_import_arguments(p)
     p.set_defaults(handler=run_import_command)
 
-    p = subparsers.add_parser("export-deliveries", help="export the delivery history to Parquet")
+    p = subparsers.add_parser(
+        "export-deliveries",
+        help="export the delivery history to Parquet",
+        description=(
+            "Export the delivery history of a RocksDB data directory (opened read-only) to "
+            "Parquet files, one row per delivered timer: topic, id, requested, key and "
+            "delivery times, attempts. `timerstore analyze` reads them. A failed export "
+            "leaves an earlier export in --out as it was."
+        ),
+    )
     p.add_argument("--data-dir", required=True, help="the service's data directory")
     p.add_argument("--out", required=True, help="output directory of Parquet files")
     p.add_argument("--since-ms", type=int, default=0, help="deliveries at or after this time")
     p.set_defaults(handler=run_export_command)
 
-    p = subparsers.add_parser("analyze", help="lateness and throughput report (Spark)")
+    p = subparsers.add_parser(
+        "analyze",
+        help="lateness and throughput report (Spark)",
+        description=(
+            "Report lateness (p50/p90/p99/max per topic and minute), deliveries a second and "
+            "early deliveries (must be 0) from an export-deliveries output; exit 1 if any "
+            "delivery was early."
+        ),
+    )
     p.add_argument("deliveries", help="delivery history (Parquet, as export-deliveries writes)")
     p.add_argument("--out", required=True, help="report directory")
     p.add_argument(

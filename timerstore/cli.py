@@ -20,20 +20,39 @@ from storage.errors import ConfigError, InvalidInputError, StoreOpenError
 
 COMMANDS = (server, migrate_cli, bench_cli, pipeline_cli)
 EXIT_BAD_INPUT = 2  # as argparse's usage errors
+DESCRIPTION = (
+    "A durable timer service for delayed messages: schedule a message for a topic at a "
+    "time over REST, and it is delivered when due. `timerstore COMMAND --help` describes "
+    "each command."
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="timerstore", description=__doc__)
-    subparsers = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="timerstore", description=DESCRIPTION)
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(subparsers)
+    for command_parser in subparsers.choices.values():
+        command_parser.set_defaults(command_parser=command_parser)
     return parser
+
+
+def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; an unknown option of a subcommand is that subcommand's usage error.
+
+    argparse hands a subparser's unrecognized arguments up to the top-level parser, which
+    would print the top-level usage for ``serve --prot 9999``.
+    """
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand; a bad setting, an unopenable store or a bad input (an import's
     manifest or stage directory) is one line, not a trace."""
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(argv)
     try:
         return int(args.handler(args) or 0)
     except ConfigError as exc:

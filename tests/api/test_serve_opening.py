@@ -145,7 +145,7 @@ def test_probes_answer_while_the_store_opens_then_the_service_serves(
     assert r.status_code == 201, r.text
     assert httpx.get(url + "/v1/timers/t/a").json()["state"] == "pending"
     opening.proc.send_signal(signal.SIGTERM)
-    assert opening.proc.wait(30) == -signal.SIGTERM, opening.stderr()
+    assert opening.proc.wait(30) == 0, opening.stderr()
 
 
 def test_a_store_that_fails_to_open_after_probes_were_answered_is_still_one_line(
@@ -212,5 +212,5 @@ def test_a_client_trickling_a_request_does_not_hold_the_start_up(
         stop.set()
         trickler.join(30)
     opening.proc.send_signal(signal.SIGTERM)
-    assert opening.proc.wait(30) == -signal.SIGTERM, opening.stderr()
+    assert opening.proc.wait(30) == 0, opening.stderr()
     assert "probe process did not end" not in opening.stderr()

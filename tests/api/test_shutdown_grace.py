@@ -37,7 +37,7 @@ def _stop_during_a_request(data_dir: Path, grace_ms: int) -> tuple[float, Server
             elapsed = time.monotonic() - started
     finally:
         server.kill()
-    assert code == -signal.SIGTERM, server.log()
+    assert code == 0, server.log()
     return elapsed, server
 
 
@@ -62,7 +62,7 @@ def test_a_grace_of_0_cancels_requests_at_once_and_an_idle_stop_logs_no_error(
     try:
         idle.start()
         idle.signal(signal.SIGTERM)
-        assert idle.wait(30) == -signal.SIGTERM, idle.log()
+        assert idle.wait(30) == 0, idle.log()
     finally:
         idle.kill()
     # asyncio.wait_for with 0 cancels even a wait with nothing to wait for: no error then
