@@ -2,7 +2,7 @@
 
 Why this exists: under minutes of mixed load the service's RSS kept growing while
 Python's own heap (``tracemalloc``) stayed flat and RocksDB's block cache, memtables and
-table readers stayed within their limits (README "Soak"). The rest is memory that
+table readers stayed within their limits (docs/performance.md, "Soak"). The rest is memory that
 RocksDB's threads took from glibc's malloc: each thread may get an arena of its own (up
 to eight per core), and memory freed inside an arena is kept for reuse, not given back,
 so RSS measures the high-water mark of every arena, not what is in use.

@@ -1,7 +1,8 @@
 """The four RIP-43 claims against RocksDB (seed 000, 3.3.3), with the figures that test them.
 
 Each claim gets the run's relevant numbers and an indicative verdict by a stated rule.
-The rules are mechanical; the README's verdicts are a person's reading of a full run.
+The rules are mechanical; the verdicts of docs/rocksdb-vs-wheel.md are a person's
+reading of a full run.
 """
 
 from __future__ import annotations
@@ -146,8 +147,8 @@ def render(claims: list[dict[str, Any]], mode: str) -> list[str]:
     lines = [
         "## RIP-43 claims against RocksDB: the figures",
         "",
-        "Indicative verdicts by the stated rule, at this run's sizes; the README's verdicts "
-        "come from a person reading a `--full` run." + caveat,
+        "Indicative verdicts by the stated rule, at this run's sizes; the verdicts of "
+        "docs/rocksdb-vs-wheel.md come from a person reading a `--full` run." + caveat,
         "",
         "| claim | indicative verdict | rule | figures |",
         "|---|---|---|---|",

@@ -2,7 +2,7 @@
 
 Memory is bounded by configuration: at most ``queue_capacity`` timers are queued, plus
 one batch in the dispatcher's hands, plus what each external route's lane holds (at most
-``sinks.max_in_flight``, or one batch; see README "Semantics"); the number of pending
+``sinks.max_in_flight``, or one batch; see docs/semantics.md); the number of pending
 timers never matters.
 """
 

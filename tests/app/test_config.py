@@ -112,7 +112,7 @@ def test_an_unknown_variable_far_from_every_setting_gets_no_guess() -> None:
 
 
 def test_the_variables_of_the_projects_own_scripts_are_not_settings() -> None:
-    """README tells operators to export these for docker/*.sh; serve must still start."""
+    """docs/containers.md has operators export these for docker/*.sh; serve still starts."""
     environ = {"TIMERSTORE_DOCKER_CACHE": "/var/cache/x", "TIMERSTORE_OFFLINE_NO_FETCH": "1"}
     assert load_settings(environ=environ) == load_settings(environ={})
 

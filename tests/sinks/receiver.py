@@ -1,7 +1,7 @@
 """A real webhook receiver on 127.0.0.1 (the standard library's threading HTTP server).
 
 It checks every request's ``Timerstore-Signature`` the way a user's receiver would (the
-README's example), records what arrived, and answers by a rule the test sets: a status
+example in docs/sinks.md), records what arrived, and answers by a rule the test sets: a status
 per (id, attempt), or a hang past the sender's timeout. With ``body_bytes`` it answers a
 body, one byte every ``byte_interval_s``: a slow response no single read waits long for.
 """

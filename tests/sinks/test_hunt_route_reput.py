@@ -1,5 +1,5 @@
 """A route sent again unchanged is no route change: the backlog keeps the route it fell due
-under (README, "Delivering to your service")."""
+under (docs/sinks.md)."""
 
 from __future__ import annotations
 
