@@ -119,13 +119,15 @@ def _selection(args: argparse.Namespace) -> tuple[list[ModuleType], list[SystemS
 
 def verdict_lines(targets: list[dict[str, Any]]) -> list[str]:
     """The console summary; a verdict on reduced sizes says it is only indicative."""
+    from bench.report import value_text
+
     lines = []
     for t in targets:
         met = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
         note = "" if t["met"] is None or t["at_full_size"] else f" {INDICATIVE}"
         if t.get("note"):
             note += f" ({t['note']})"
-        lines.append(f"  {met:13} {t['target']} (value {t['value']}){note}")
+        lines.append(f"  {met:13} {t['target']}: {value_text(t)}{note}")
     return lines
 
 

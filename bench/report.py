@@ -34,6 +34,11 @@ def fmt(value: Any, unit: str = "") -> str:
     return f"{text} {unit}".rstrip() if unit not in ("", "x") else text
 
 
+def value_text(target: dict[str, Any]) -> str:
+    """A judged target's value with its unit: "3.21 s", "12 ms", "0.79x"."""
+    return fmt(target["value"], target.get("unit", ""))
+
+
 def ratio_text(value: Any, base: Any) -> str:
     if not isinstance(value, int | float) or not isinstance(base, int | float) or not base:
         return ""
@@ -114,8 +119,7 @@ def targets_table(targets: list[dict[str, Any]]) -> list[str]:
         size = fmt(t["size"])
         if not t["at_full_size"]:
             size += " (not the issue's size: indicative only)"
-        value = t["value"]
-        lines.append(f"| {t['target']} | {fmt(value)} | {met} | {size} |")
+        lines.append(f"| {t['target']} | {value_text(t)} | {met} | {size} |")
     return lines
 
 

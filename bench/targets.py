@@ -35,15 +35,24 @@ class _Scope:
     size: Any
 
 
+@dataclass(frozen=True)
+class _Figure:
+    """A target's measured value and its unit ("s", "ms", "MB", "timers", "x": a ratio)."""
+
+    value: Any
+    unit: str
+
+
 def _target(
-    name: str, text: str, value: Any, met: bool | None, scope: _Scope, note: str | None = None
+    name: str, text: str, figure: _Figure, met: bool | None, scope: _Scope, note: str | None = None
 ) -> dict[str, Any]:
     """One judged target; ``note`` says why a measured figure was not judged."""
     return {
         "name": name,
         "scenario": scope.scenario,
         "target": text,
-        "value": value,
+        "value": figure.value,
+        "unit": figure.unit,
         "met": met,
         "at_full_size": scope.full_size is None or scope.size == scope.full_size,
         "size": scope.size,
@@ -83,9 +92,10 @@ def _burst_targets(results: dict[str, Any], full_timers: int) -> list[dict[str, 
         ("burst_p99_4s", "burst: p99 lateness under 4 s"),
         ("burst_rss_500mb", "burst: RSS growth under 500 MB"),
     ]
+    figures = (_Figure(all_s, "s"), _Figure(p99, "ms"), _Figure(rss, "MB"))
     return [
-        _target(name, text, value, met, scope, note)
-        for (name, text), value, met in zip(texts, (all_s, p99, rss), verdicts, strict=True)
+        _target(name, text, figure, met, scope, note)
+        for (name, text), figure, met in zip(texts, figures, verdicts, strict=True)
     ]
 
 
@@ -95,7 +105,7 @@ def _steady_target(results: dict[str, Any], full_rate: int) -> dict[str, Any]:
     return _target(
         "steady_p99_20ms",
         "steady: p99 lateness under 20 ms",
-        p99,
+        _Figure(p99, "ms"),
         None if p99 is None else p99 < 20,
         _Scope("steady", full_rate, dig(steady, "rate_offered")),
     )
@@ -107,7 +117,7 @@ def _recovery_target(results: dict[str, Any], full_pending: int) -> dict[str, An
     return _target(
         "recovery_lost_0",
         "recovery: 0 timers lost after SIGKILL",
-        lost,
+        _Figure(lost, "timers"),
         None if lost is None else lost == 0,
         _Scope("recovery", full_pending, dig(rec, "timers")),
     )
@@ -123,7 +133,7 @@ def _growth_targets(results: dict[str, Any], full_pending: dict[str, int]) -> li
             _target(
                 f"growth_p{payload}_70pct",
                 f"growth ({payload} B): enqueue rate at the end at least 70% of the rate at 0",
-                ratio,
+                _Figure(ratio, "x"),
                 None if ratio is None else ratio >= 0.7,
                 _Scope("growth", target, dig(growth, f"variants.p{payload}.pending_end")),
             )

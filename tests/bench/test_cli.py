@@ -5,10 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench.cli import INDICATIVE, verdict_lines
+from bench.sizes import FULL as FULL_SIZES
+from bench.targets import judge
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE_SCRIPT = Path(sys.executable).with_name("timerstore")
@@ -70,3 +73,29 @@ def test_an_out_that_cannot_be_a_directory_is_a_usage_error(tmp_path: Path) -> N
     assert "Traceback" not in done.stderr
     error = done.stderr.strip().splitlines()[-1]
     assert error.startswith("timerstore bench: error: --out ") and "cannot create" in error
+
+
+def test_verdicts_and_the_report_give_each_value_its_unit() -> None:
+    """The targets table said "3.2" and "12" with no unit: seconds? milliseconds?"""
+    from bench.report import targets_table
+
+    targets = judge(_burst_and_growth_results(), FULL_SIZES.to_json())
+    by_name = {t["name"]: t for t in targets}
+    assert [by_name[n]["unit"] for n in ("burst_all_delivered_4s", "burst_p99_4s")] == ["s", "ms"]
+    lines = verdict_lines([by_name["burst_all_delivered_4s"], by_name["burst_p99_4s"]])
+    assert lines[0].endswith("of the due instant: 3.21 s"), lines
+    assert lines[1].endswith("p99 lateness under 4 s: 3,190 ms"), lines
+    table = "\n".join(targets_table(targets))
+    for shown in ("| 3.21 s |", "| 3,190 ms |", "| 270 MB |", "| 0.79x |"):
+        assert shown in table, table
+
+
+def _burst_and_growth_results() -> dict[str, Any]:
+    burst = {"timers": 1_000_000, "deliver_all_s": 3.21, "never_delivered": 0}
+    burst |= {"lateness": {"p99_ms": 3190.0}, "rss_growth_mb": 270.0}
+    growth = {"variants": {"p200": {"end_vs_start": 0.79, "pending_end": 20_000_000}}}
+    systems = {
+        "burst": {"systems": {"rocks": {"status": "ok", "figures": burst}}},
+        "growth": {"systems": {"rocks": {"status": "ok", "figures": growth}}},
+    }
+    return {"scenarios": systems}
