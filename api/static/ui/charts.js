@@ -6,25 +6,42 @@
 const Charts = (() => {
   const PAD = { left: 48, right: 10, top: 10, bottom: 22 };
 
-  function niceMax(value) {
-    if (!(value > 0)) return 1;
-    const step = Math.pow(10, Math.floor(Math.log10(value)));
-    for (const m of [1, 2, 5, 10]) if (m * step >= value) return m * step;
-    return 10 * step;
+  const TICKS = 4;  // intervals on the y axis
+
+  // The y axis: 0 up to TICKS steps of a round step (1, 2 or 5 times a power of ten) that
+  // reaches maxValue. A count's step is a whole number, so its ticks are integers (a count
+  // of 1 read 0 / 0.3 / 0.5 / 0.8 / 1).
+  function yScale(maxValue, integer) {
+    const rough = maxValue > 0 ? maxValue / TICKS : 1 / TICKS;
+    const power = Math.pow(10, Math.floor(Math.log10(rough)));
+    let step = 10 * power;
+    for (const m of [1, 2, 5]) if (m * power >= rough) { step = m * power; break; }
+    if (integer) step = Math.max(1, Math.round(step));
+    return { yMax: step * TICKS, step };
   }
 
-  function frame(canvas, yMax, xLabels) {
+  // a tick's label, with as many decimals as its step has (0.25 steps: 0.25, 0.50, ...)
+  function tickLabel(value, step) {
+    if (value >= 1e3) return formatNumber(value).replace(".0", "");
+    const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+    return value.toFixed(step >= 1 ? 0 : decimals);
+  }
+
+  function frame(canvas, scale, xLabels) {
     const ctx = canvas.getContext("2d");
     const w = canvas.width, h = canvas.height;
     ctx.clearRect(0, 0, w, h);
     ctx.font = "11px system-ui, sans-serif";
     ctx.strokeStyle = "#e4e7eb";
     ctx.fillStyle = "#6b7580";
-    for (let i = 0; i <= 4; i++) {
-      const y = PAD.top + (h - PAD.top - PAD.bottom) * (1 - i / 4);
+    const ticks = [];
+    for (let i = 0; i <= TICKS; i++) {
+      const y = PAD.top + (h - PAD.top - PAD.bottom) * (1 - i / TICKS);
       ctx.beginPath(); ctx.moveTo(PAD.left, y); ctx.lineTo(w - PAD.right, y); ctx.stroke();
-      ctx.fillText(formatNumber(yMax * i / 4), 4, y + 4);
+      ticks.push(tickLabel(scale.step * i, scale.step));
+      ctx.fillText(ticks[i], 4, y + 4);
     }
+    canvas.dataset.ticks = JSON.stringify(ticks);  // for people and tests reading the page
     xLabels.forEach(([x, text]) => ctx.fillText(text, x - 12, h - 6));
     return ctx;
   }
@@ -39,7 +56,8 @@ const Charts = (() => {
   function line(canvas, series, windowMs, nowMs) {
     const w = canvas.width, h = canvas.height;
     const all = series.flatMap(s => s.values.map(v => v[1]).filter(v => v !== null));
-    const yMax = niceMax(Math.max(0, ...all));
+    const scale = yScale(Math.max(0, ...all), false);
+    const yMax = scale.yMax;
     const x = t => PAD.left + (w - PAD.left - PAD.right) * (1 - (nowMs - t) / windowMs);
     const y = v => PAD.top + (h - PAD.top - PAD.bottom) * (1 - v / yMax);
     const labels = [];
@@ -48,7 +66,7 @@ const Charts = (() => {
       const text = ago >= 120000 ? `-${Math.round(ago / 60000)}m` : `-${Math.round(ago / 1000)}s`;
       labels.push([x(nowMs - ago), i ? text : "now"]);
     }
-    const ctx = frame(canvas, yMax, labels);
+    const ctx = frame(canvas, scale, labels);
     let points = 0;
     for (const s of series) {
       ctx.strokeStyle = s.color; ctx.fillStyle = s.color; ctx.lineWidth = 2;
@@ -77,13 +95,14 @@ const Charts = (() => {
     return run.length;
   }
 
-  // bars: [[label, value], ...]
+  // bars of counts: [[label, value], ...]
   function bars(canvas, data, color) {
     const w = canvas.width, h = canvas.height;
-    const yMax = niceMax(Math.max(0, ...data.map(d => d[1])));
+    const scale = yScale(Math.max(0, ...data.map(d => d[1])), true);
+    const yMax = scale.yMax;
     const slot = (w - PAD.left - PAD.right) / data.length;
     const labels = data.map(([label], i) => [PAD.left + slot * (i + 0.5), label]);
-    const ctx = frame(canvas, yMax, labels);
+    const ctx = frame(canvas, scale, labels);
     ctx.fillStyle = color;
     data.forEach(([, v], i) => {
       const top = PAD.top + (h - PAD.top - PAD.bottom) * (1 - v / yMax);
