@@ -9,8 +9,11 @@ exactly once.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -19,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.api.helpers import ServerProcess
+from tests.api.helpers import ROOT, ServerProcess, free_port
 
 ENV = {"TIMERSTORE_ENGINE__TICK_MS": "5", "TIMERSTORE_SHUTDOWN_GRACE_MS": "10000"}
 HOUR_MS = 3_600_000
@@ -167,6 +170,50 @@ def test_sigterm_drains_and_exits_0(tmp_path: Path) -> None:
         server.kill()
     assert code == 0, server.log()
     assert "Traceback" not in server.log() and "service stopped" in server.log()
+
+
+def wait_until_ready(url: str, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "exited before it was ready"
+        try:
+            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("not ready within 30 s")
+
+
+def test_make_serve_stopped_by_sigterm_exits_0_without_terminated(tmp_path: Path) -> None:
+    """As ``make serve`` runs it: a SIGTERM to the service made make report
+    "[Makefile: serve] Terminated" and exit 2; now the recipe succeeds."""
+    port = free_port()
+    makefile = tmp_path / "Makefile"
+    makefile.write_text(
+        f"serve:\n\t{sys.executable} -m timerstore serve --port {port} "
+        f"--data-dir {tmp_path / 'data'}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIMERSTORE_")}
+    make = subprocess.Popen(
+        ["make", "-f", str(makefile), "serve"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_ready(url, make)
+        (service,) = Path(f"/proc/{make.pid}/task/{make.pid}/children").read_text().split()
+        os.kill(int(service), signal.SIGTERM)
+        output, _ = make.communicate(timeout=60)
+    finally:
+        make.kill()
+        make.wait(10)
+    assert make.returncode == 0, output
+    assert "Terminated" not in output and "service stopped" in output, output
 
 
 def test_ctrl_c_stops_cleanly_without_a_traceback(tmp_path: Path) -> None:
