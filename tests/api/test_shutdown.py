@@ -156,22 +156,6 @@ def test_second_signal_forces_exit_without_losing_acknowledged_writes(tmp_path: 
     _check_nothing_lost(data_dir, burst.acked)
 
 
-def test_sigterm_drains_and_exits_0(tmp_path: Path) -> None:
-    """A graceful SIGTERM exits 0 after the store closed: it was -15 (143 in a shell, and
-    ``make serve`` printed "Terminated"), because uvicorn raised the signal again."""
-    server = ServerProcess(tmp_path / "data", ENV)
-    url = server.start()
-    try:
-        r = httpx.post(url + "/v1/timers", json={"topic": "t", "id": "a", "delay_ms": HOUR_MS})
-        assert r.status_code == 201
-        server.signal(signal.SIGTERM)
-        code = server.wait(30)
-    finally:
-        server.kill()
-    assert code == 0, server.log()
-    assert "Traceback" not in server.log() and "service stopped" in server.log()
-
-
 def wait_until_ready(url: str, process: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -216,18 +200,21 @@ def test_make_serve_stopped_by_sigterm_exits_0_without_terminated(tmp_path: Path
     assert "Terminated" not in output and "service stopped" in output, output
 
 
-def test_ctrl_c_stops_cleanly_without_a_traceback(tmp_path: Path) -> None:
-    """uvicorn stops, then raises SIGINT again: it was a 30-line KeyboardInterrupt trace."""
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_a_signal_stops_cleanly_with_its_status(tmp_path: Path, sig: int, status: int) -> None:
+    """SIGTERM exits 0 after the graceful stop: it was -15 (143 in a shell, and ``make
+    serve`` printed "Terminated"), because uvicorn raised the signal again. SIGINT exits
+    130, as a shell reports Ctrl-C: it was a 30-line KeyboardInterrupt trace."""
     server = ServerProcess(tmp_path / "data", ENV)
     url = server.start()
     try:
         r = httpx.post(url + "/v1/timers", json={"topic": "t", "id": "a", "delay_ms": HOUR_MS})
         assert r.status_code == 201
-        server.signal(signal.SIGINT)
+        server.signal(sig)
         code = server.wait(30)
     finally:
         server.kill()
-    assert code == 130, server.log()
+    assert code == status, server.log()
     assert "Traceback" not in server.log() and "service stopped" in server.log()
     again = ServerProcess(tmp_path / "data", ENV)
     try:
