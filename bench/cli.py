@@ -6,6 +6,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import time
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ def register(subparsers: Any) -> None:
         dest="mode",
         action="store_const",
         const="quick",
-        help="small sizes, under 3 minutes on 2 cores (the default)",
+        help="small sizes, about 3 minutes on 2 idle cores (the default)",
     )
     mode.add_argument(
         "--full",
@@ -69,6 +70,7 @@ def handle(args: argparse.Namespace) -> int:
     from bench.runner import run_bench
     from bench.sizes import FULL, PRESETS
 
+    started_s = time.monotonic()
     sizes = PRESETS[args.mode]
     chosen, specs = _selection(args)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -92,7 +94,8 @@ def handle(args: argparse.Namespace) -> int:
     names = charts.draw_all(results, chosen, sizes, out_dir)
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write(report.render(results, chosen, sizes, names))
-    print(f"results: {out_dir}")
+    minutes, seconds = divmod(round(time.monotonic() - started_s), 60)
+    print(f"results: {out_dir} (the run took {minutes} min {seconds} s)")
     for line in verdict_lines(results["targets"]):
         print(line)
     return 0

@@ -1,4 +1,5 @@
-"""Scenario sizes: ``full`` is the issue's, ``quick`` fits in 3 minutes, ``tiny`` is for tests."""
+"""Scenario sizes: ``full`` is the issue's, ``quick`` takes about 3 minutes on 2 idle cores
+(``make bench``; longer on a busy machine), ``tiny`` is for tests."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,7 @@ def test_reduced_sizes_say_their_verdicts_are_indicative(tmp_path: Path) -> None
     assert len(measured) == 1 and "steady: p99" in measured[0]
     assert measured[0].endswith(INDICATIVE)
     assert all(INDICATIVE not in line for line in lines if "not measured" in line)
+    assert re.search(r"^results: .* \(the run took \d+ min \d+ s\)$", done.stdout, re.M)
 
 
 def test_full_size_verdicts_carry_no_note() -> None:
