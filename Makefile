@@ -53,7 +53,7 @@ images: $(STAMP) docker-ready
 serve: $(STAMP)
 	$(BIN)/timerstore serve
 
-bench-core: $(STAMP)  # the figures of README "Performance"
+bench-core: $(STAMP)  # the figures of docs/performance.md
 	$(BIN)/python -m bench.core_throughput --timers 300000 --repeats 3 --stores rocks,heap
 
 bench: $(STAMP)

@@ -1,5 +1,5 @@
 """Reading the runnable examples out of a Markdown page (the convention is in
-tests/docs/test_examples.py and docs/writing-docs.md)."""
+tests/docs/test_examples.py and docs/development.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The README's and the docs pages' examples run as written, in order, against a real server.
 
-The convention (docs/writing-docs.md repeats it for whoever writes a page):
+The convention (docs/development.md, "Examples that run", repeats it for writers):
 
 - Every ```sh and ```python block of README.md and of each page in ``PAGES`` runs, in the
   page's order, against one ``timerstore serve`` on a free loopback port and a fresh data
