@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite runs for real (`make test` runs it, before
-# pytest): Chromium for the browser tests, redis-server for the Redis Streams sink. Only
+# pytest): Chromium for the browser tests, redis-server for the Redis Streams sink, curl
+# for the README's examples (tests/docs). Only
 # what is missing, through apt; idempotent and quiet. On failure it prints one line with
 # the reason and exits non-zero: the tests that need the package then say it is missing
 # (and fail under CI=true). Tests never install anything themselves: their network is
@@ -10,6 +11,7 @@ set -uo pipefail
 missing=()
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 ((${#missing[@]})) || exit 0
 out=$(
     export DEBIAN_FRONTEND=noninteractive

@@ -23,7 +23,9 @@ The convention (docs/development.md, "Examples that run", repeats it for writers
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -41,6 +43,15 @@ curl() {
     command curl -sS -o "$TS_OUT/$ts_calls.body" -w '%{http_code}' "$@" > "$TS_OUT/$ts_calls.status"
 }
 """
+
+
+def _curl() -> None:
+    """curl, which ``make test`` installs before pytest when missing (tools/ensure-packages.sh)."""
+    if shutil.which("curl", path="/usr/bin:/bin") is None:
+        message = "curl is missing: `make test` installs it (tools/ensure-packages.sh)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
 
 
 def _run_sh(block: Block, address: str, out: Path) -> None:
@@ -97,6 +108,7 @@ def test_the_convention_reads_status_shape_and_no_run() -> None:
 def test_the_pages_examples_run_as_written(page: str, tmp_path: Path) -> None:
     blocks = runnable_blocks((ROOT / page).read_text())
     assert blocks, f"{page} has no runnable example"
+    _curl()
     server = ServerProcess(tmp_path / "data")
     address = server.start().removeprefix("http://")
     namespace: dict[str, object] = {"__name__": "__example__"}
