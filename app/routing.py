@@ -97,7 +97,8 @@ def _range(field: str, value: int | None, low: int, high: int, default: int) -> 
     return value
 
 
-def _check_url(kind: str, url: str | None) -> str:
+def check_url(kind: str, url: str | None) -> str:
+    """``url`` when it is a ``kind`` route's URL, else InvalidInputError naming the rule."""
     if not url:
         raise InvalidInputError(f"url is required for sink {kind}", field="url")
     if re.fullmatch(URL_PATTERNS[kind], url):
@@ -121,7 +122,7 @@ def check_route(route: Route, s: SinkSettings) -> Route:
             raise InvalidInputError(f"{name} is not allowed for sink {route.sink}", field=name)
     if route.sink == "log":
         return LOG_ROUTE
-    url = _check_url(route.sink, route.url)
+    url = check_url(route.sink, route.url)
     timeout_ms = _range("timeout_ms", route.timeout_ms, 1, s.max_timeout_ms, s.default_timeout_ms)
     attempts = _range(
         "max_attempts", route.max_attempts, 1, s.max_max_attempts, s.default_max_attempts
