@@ -24,6 +24,8 @@ import ssl
 import time
 from dataclasses import dataclass
 
+import certifi
+
 from app.routing import check_url
 from storage.errors import HttpProtocolError
 
@@ -83,7 +85,8 @@ class ConnectionPool:
         self.origin = origin
         self._body_max_bytes = body_max_bytes
         self._idle: list[_Connection] = []
-        self._ssl = ssl.create_default_context() if origin.tls else None
+        # the CA bundle httpx trusted (certifi's), whatever the host's store holds
+        self._ssl = ssl.create_default_context(cafile=certifi.where()) if origin.tls else None
         self.opened = 0  # connections opened since the pool was made
 
     async def post(self, headers: str, body: bytes) -> int:

@@ -5,8 +5,11 @@ reuses, what it drops, and that a request costs no import (httpx's did: a failed
 from __future__ import annotations
 
 import importlib.abc
+import shutil
 import socket
 import socketserver
+import ssl
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -174,3 +177,38 @@ def test_a_refused_connection_fails_the_attempt_naming_the_error(routed):
         r.store.schedule([NewTimer("nobody", "n0", r.clock.now_ms())], r.clock.now_ms())
         wait_for(lambda: r.store.stats().dead_lettered == 1, what="the dead letter")
     assert r.store.get("nobody", "n0").last_error.startswith("webhook ConnectionRefusedError")
+
+
+@pytest.fixture
+def tls_receiver(tmp_path) -> Iterator[str]:
+    """An HTTPS receiver with a self-signed certificate for 127.0.0.1 (made by openssl)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl to make a certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+         "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    server = RawReceiver(NO_CONTENT)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}/hook"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_https_receiver_whose_certificate_is_not_trusted_fails_the_attempt(routed, tls_receiver):
+    """TLS with the certificate checked: a self-signed one is refused, the attempt failed."""
+    r = routed()
+    r.route("tls", sink="webhook", url=tls_receiver, secret="k", max_attempts=1)
+    r.store.schedule([NewTimer("tls", "t0", r.clock.now_ms())], r.clock.now_ms())
+    wait_for(lambda: r.store.stats().dead_lettered == 1, what="the dead letter")
+    error = r.store.get("tls", "t0").last_error
+    assert error.startswith("webhook SSLCertVerificationError"), error
