@@ -139,7 +139,9 @@ class ConnectionPool:
             conn.abort()
             raise
         if answer.reusable:
-            conn.idle_since_s = time.monotonic()
+            conn.idle_since_s = now_s = time.monotonic()
+            while self._idle and now_s - self._idle[0].idle_since_s > IDLE_EXPIRY_S:
+                self._idle.pop(0).abort()  # the least recently used, idle too long
             self._idle.append(conn)
         else:
             conn.abort()
