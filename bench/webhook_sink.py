@@ -8,8 +8,9 @@ a listen backlog of 1,024, in a process of its own (``bench.webhook_receiver``).
    requests/s from a client process of its own over keep-alive connections, as many at a
    time as the route's ``sinks.concurrency``. The sink's rate is only meaningful below it.
 2. ``healthy``: N timers due at once on one webhook route to that receiver;
-   deliveries/s from the first due time to the last commit, and the connections the
-   receiver accepted (keep-alive: at most ``sinks.concurrency``).
+   deliveries/s from the first due time to the last commit, this process's CPU time per
+   delivery (the engine, the store and the sender; the receiver has its own process),
+   and the connections the receiver accepted (keep-alive: at most ``sinks.concurrency``).
 3. ``isolation``: ``--per-topic`` timers on each of three topics, due evenly over
    ``--spread-ms``: one on the embedded log, one on a healthy webhook and, in the second
    run, one on a webhook whose receiver hangs past the route's 2 s timeout (3 attempts,
@@ -93,15 +94,20 @@ def healthy(receiver: ReceiverProcess, n: int) -> dict[str, Any]:
             rig.hook("h", receiver.url)
             start = now_ms() + 200
             rig.store.schedule([NewTimer("h", f"t{i}", start) for i in range(n)], now_ms())
+            cpu_s = time.process_time()
             rig.engine.start()
             rig.wait_delivered(n)
             seconds = (now_ms() - start) / 1000
+            cpu_s = time.process_time() - cpu_s
         finally:
             rig.close()
     return {
         "timers": n,
         "seconds": round(seconds, 3),
         "deliveries_per_s": round(n / seconds),
+        # this process's CPU (every thread: engine, store, sender) per delivery, the
+        # receiver's not included: a rate a free core would allow, load aside
+        "cpu_us_per_delivery": round(cpu_s * 1e6 / n),
         "receiver_connections": receiver.report()["connections"] - connections_before,
     }
 

@@ -19,6 +19,7 @@ def test_webhook_bench_reports_rate_and_lateness(tmp_path):
     assert alone["requests"] >= 60 and alone["requests_per_s"] > 0
     healthy = report["healthy"]
     assert healthy["timers"] == 60 and healthy["deliveries_per_s"] > 0
+    assert healthy["cpu_us_per_delivery"] > 0
     # keep-alive: the sink reused its connections (at most one per request in flight)
     assert 1 <= healthy["receiver_connections"] <= 16
     for name in ("isolation_without_dead_route", "isolation_with_dead_route"):
