@@ -88,7 +88,6 @@ class ConnectionPool:
         self._idle: list[_Connection] = []
         # the CA bundle httpx trusted (certifi's), whatever the host's store holds
         self._ssl = ssl.create_default_context(cafile=certifi.where()) if origin.tls else None
-        self.opened = 0  # connections opened since the pool was made
 
     async def post(self, headers: str, body: bytes) -> int:
         """POST ``body`` with ``headers`` (complete lines, each ending in CRLF); the
@@ -123,7 +122,6 @@ class ConnectionPool:
         reader, writer = await asyncio.open_connection(
             o.host, o.port, ssl=self._ssl, server_hostname=server_hostname, limit=HEAD_MAX_BYTES
         )
-        self.opened += 1
         return _Connection(reader, writer)
 
     async def _exchange(self, conn: _Connection, request: bytes, stale_ok: bool = True) -> int:

@@ -79,10 +79,6 @@ class WebhookSender:
             # is not logged: its query may hold a token)
             self._bad_url = "webhook InvalidURL: the route's url breaks the url rule; set it again"
 
-    @property
-    def connections_opened(self) -> int:
-        return 0 if self._pool is None else self._pool.opened
-
     async def send(
         self, timers: Sequence[DueTimer], limit: asyncio.Semaphore, report: Report
     ) -> None:
