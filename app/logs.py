@@ -160,7 +160,8 @@ def configure_logging(log_format: str, level: str, stream: IO[str] | None = None
         logger.propagate = True
         logger.setLevel(logging.NOTSET)  # the root's level (uvicorn.Config may set its own)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run
-    # httpx logs each request of the webhook sender at info (its URL included): one line per
-    # webhook batch; a failure is our own delivery_failed line
+    # httpx logs each request at info (its URL included): one line per request of a client
+    # in the process (the webhook sender used it until app.engine.http11); a failure is
+    # our own delivery_failed line
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -29,9 +29,10 @@ from storage.names import validate_name
 SinkKind = Literal["log", "webhook", "redis_stream"]
 SINK_KINDS: tuple[str, ...] = ("log", "webhook", "redis_stream")
 SCHEMES = {"webhook": ("http", "https"), "redis_stream": ("redis", "rediss")}
-# A host is an IPv4 address or a name with a letter or hyphen in it: httpx refuses a host
-# of four numbers that is no IPv4 address (999.1.1.1, 01.2.3.4) with InvalidURL at every
-# attempt, and digits and dots alone name no host anyway.
+# A host is an IPv4 address or a name with a letter or hyphen in it: a host of four numbers
+# that is no IPv4 address (999.1.1.1, 01.2.3.4) failed every attempt (httpx's InvalidURL;
+# the webhook sender checks a stored url against this rule too), and digits and dots
+# alone name no host anyway.
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 _HOST = rf"(?:{_OCTET}(?:\.{_OCTET}){{3}}|[A-Za-z0-9.-]*[A-Za-z-][A-Za-z0-9.-]*)"
 _PORT = r"(?::(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
@@ -97,7 +98,8 @@ def _range(field: str, value: int | None, low: int, high: int, default: int) -> 
     return value
 
 
-def _check_url(kind: str, url: str | None) -> str:
+def check_url(kind: str, url: str | None) -> str:
+    """``url`` when it is a ``kind`` route's URL, else InvalidInputError naming the rule."""
     if not url:
         raise InvalidInputError(f"url is required for sink {kind}", field="url")
     if re.fullmatch(URL_PATTERNS[kind], url):
@@ -121,7 +123,7 @@ def check_route(route: Route, s: SinkSettings) -> Route:
             raise InvalidInputError(f"{name} is not allowed for sink {route.sink}", field=name)
     if route.sink == "log":
         return LOG_ROUTE
-    url = _check_url(route.sink, route.url)
+    url = check_url(route.sink, route.url)
     timeout_ms = _range("timeout_ms", route.timeout_ms, 1, s.max_timeout_ms, s.default_timeout_ms)
     attempts = _range(
         "max_attempts", route.max_attempts, 1, s.max_max_attempts, s.default_max_attempts

@@ -123,3 +123,10 @@ class StoreClosedError(TimerStoreError):
     """The store is closed or shutting down; retry against a running service."""
 
     code = "unavailable"
+
+
+class HttpProtocolError(TimerStoreError):
+    """A webhook receiver answered something that is no HTTP/1.1 answer (a failed
+    delivery attempt, never an answer of ours: it does not reach the API)."""
+
+    code = "http_protocol"

@@ -146,9 +146,7 @@ class Lane:
             report(Settled(_rest(timers, done), Outcome.RELEASED))
         except Exception as exc:  # a sender bug must not strand timers in flight
             log.exception("route sender failed")
-            # the route's attempt: its sink (metrics, logs) and its max_attempts (httpx
-            # raises InvalidURL, no HTTPError, for a url like http://999.1.1.1/ that the
-            # route's pattern accepts)
+            # the route's attempt: its sink (metrics, logs) and its max_attempts
             error = f"{type(exc).__name__}: {exc}"
             route = self.route
             rest = _rest(timers, done)
