@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from api.auth import admin_guard, guard, metrics_guard
 from api.docs import install_docs
 from api.errors import error_response, install_error_handlers
+from api.hot_routes import HotRoutes
 from api.routes import (
     admin,
     deadletters,
@@ -113,6 +114,7 @@ def create_app(
         redirect_slashes=False,
     )
     app.add_middleware(RefuseEncodedSlashes)
+    app.add_middleware(HotRoutes)  # added last: the outermost of ours
     app.state.service = svc
     app.state.settings = settings
     install_error_handlers(app)

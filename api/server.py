@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 import msgspec
 import uvicorn
 
+from api.http_protocol import JsonErrorsHttpToolsProtocol
 from api.schemas import ErrorBody, ErrorDetail, Health
 from app import native_memory
 from app.config import Settings, load_settings
@@ -293,8 +294,16 @@ def build_server(settings: Settings, store: TimerStore | None = None) -> Gracefu
         log_config=None,  # app.logs.configure_logging set the root handler for every logger
         timeout_graceful_shutdown=graceful_shutdown_s(settings),  # type: ignore[arg-type]
         lifespan="on",
+        **uvicorn_options(),
     )
     return GracefulServer(config, service)
+
+
+def uvicorn_options() -> dict[str, Any]:
+    """The parser and the loop, named rather than left to uvicorn's "auto" (which takes
+    whatever is installed): httptools with JSON error answers, and uvloop (docs/perf.md,
+    "The single schedule"). Tests that run a real server take the same."""
+    return {"http": JsonErrorsHttpToolsProtocol, "loop": "uvloop"}
 
 
 def run(args: argparse.Namespace) -> int:

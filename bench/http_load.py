@@ -217,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
             proc, url = start_server(data_dir)
         try:
             if args.single:
-                figures, hour = single_figures(url, args.connections, args.seconds, args.repeats)
-                write_json(args, argv, {"connections": args.connections, **report(figures, hour)})
+                singles, hour = single_figures(url, args.connections, args.seconds, args.repeats)
+                write_json(args, argv, {"connections": args.connections, **report(singles, hour)})
                 return 0
             figures = [single_posts(url, args.clients, args.single_posts)] + [
                 batch_posts(url, args.clients, args.batches, args.batch_size, kind, args.repeats)
