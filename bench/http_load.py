@@ -193,6 +193,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--single", action="store_true", help="only single requests, beside /healthz"
     )
     parser.add_argument("--connections", type=int, default=64, help="--single: connections")
+    parser.add_argument(
+        "--server-pid", type=int, help="--single with --url: the server's pid, for its CPU time"
+    )
     parser.add_argument("--seconds", type=float, default=3.0, help="--single: seconds a round")
     parser.add_argument("--batches", type=int, default=200, help="batch POSTs per format")
     parser.add_argument("--batch-size", type=int, default=1000, help="timers per batch body")
@@ -217,7 +220,10 @@ def main(argv: list[str] | None = None) -> int:
             proc, url = start_server(data_dir)
         try:
             if args.single:
-                singles, hour = single_figures(url, args.connections, args.seconds, args.repeats)
+                pid = proc.pid if proc is not None else args.server_pid
+                singles, hour = single_figures(
+                    url, args.connections, args.seconds, args.repeats, pid
+                )
                 write_json(args, argv, {"connections": args.connections, **report(singles, hour)})
                 return 0
             figures = [single_posts(url, args.clients, args.single_posts)] + [

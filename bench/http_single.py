@@ -12,9 +12,11 @@ The client is ``bench.http_drive`` (asyncio, keep-alive connections, as wrk does
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from bench.http_drive import Run, drive, request_bytes
@@ -31,6 +33,15 @@ class SingleFigure:
     p50_ms: float
     p99_ms: float
     rounds_per_s: list[float] = field(default_factory=list)
+    # requests per second of the server process's CPU time (user + system, every thread):
+    # the rate one core would give it alone; None when the server's pid is not known
+    per_cpu_s: float | None = None
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (Linux /proc), every thread."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def hour_speed_ms() -> float:
@@ -61,23 +72,28 @@ def _expect_2xx(name: str, run: Run) -> Run:
 
 
 def single_figures(
-    url: str, connections: int, seconds: float, rounds: int
+    url: str, connections: int, seconds: float, rounds: int, server_pid: int | None = None
 ) -> tuple[list[SingleFigure], dict[str, float]]:
     """Alternating rounds of each request; per request, the median round's rate and the
-    percentiles over every round's latencies. Also the hour's speed before and after."""
+    percentiles over every round's latencies, and (with ``server_pid``) requests per
+    second of server CPU over all its rounds. Also the hour's speed before and after."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     hour = {"before_ms": hour_speed_ms()}
     runs: dict[str, list[Run]] = {name: [] for name in _requests()}
+    cpu_s = dict.fromkeys(runs, 0.0)
     for _ in range(rounds):
         for name, request in _requests().items():
+            cpu_before = process_cpu_s(server_pid) if server_pid else 0.0
             run = drive(host, port, request, connections, seconds, stop_on_bad=_stops(name))
+            cpu_s[name] += (process_cpu_s(server_pid) if server_pid else 0.0) - cpu_before
             runs[name].append(_expect_2xx(name, run))
     hour["after_ms"] = hour_speed_ms()
     figures = []
     for name, done in runs.items():
         merged = Run(0, 0.0, [lat for r in done for lat in r.latencies_s], 0, "")
         rates = [r.per_s for r in done]
+        requests = sum(r.requests for r in done)
         figures.append(
             SingleFigure(
                 name,
@@ -85,6 +101,7 @@ def single_figures(
                 merged.percentile_ms(0.50),
                 merged.percentile_ms(0.99),
                 [round(r) for r in rates],
+                requests / cpu_s[name] if cpu_s[name] else None,
             )
         )
     return figures, hour
@@ -102,8 +119,9 @@ def report(figures: list[SingleFigure], hour: dict[str, float]) -> dict[str, obj
     normalized = post.per_s * hour_ms / FAST_HOUR_MS
     for f in figures:
         rounds = ", ".join(f"{r:,.0f}" for r in f.rounds_per_s)
-        print(f"{f.name:26s} {f.per_s:>9,.0f}/s  p50 {f.p50_ms:6.1f} ms  p99 {f.p99_ms:6.1f} ms"
-              f"  {f.per_s / health:5.2f} of /healthz  rounds {rounds}")  # fmt: skip
+        cpu = f"  {f.per_cpu_s:>6,.0f}/s of server CPU" if f.per_cpu_s else ""
+        print(f"{f.name:26s} {f.per_s:>7,.0f}/s  p50 {f.p50_ms:5.1f} ms  p99 {f.p99_ms:6.1f} ms"
+              f"  {f.per_s / health:4.2f} of /healthz{cpu}  rounds {rounds}")  # fmt: skip
     print(f"hour: sum(range(10**6)) {hour['before_ms']:.1f} ms before, "
           f"{hour['after_ms']:.1f} ms after; POST normalized to a fast hour ({FAST_HOUR_MS:.0f} "
           f"ms): {normalized:,.0f}/s (target {TARGET_PER_S:,}/s)")  # fmt: skip
