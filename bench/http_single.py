@@ -15,6 +15,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -44,14 +45,22 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def hour_speed_ms() -> float:
-    """``sum(range(10**6))`` in ms, the best of three: how fast this minute runs Python."""
+def hour_speed_ms(clock: Callable[[], float] = time.perf_counter) -> float:
+    """``sum(range(10**6))`` in ms, the best of three: how fast this minute runs Python.
+
+    By the wall clock (the issue's figure) or by ``time.thread_time``: on a machine whose
+    run queue is longer than its cores, the wall time also counts the waits for a core,
+    which the server's CPU-time rate does not; the CPU time is what normalizes it."""
     best = float("inf")
     for _ in range(3):
-        started = time.perf_counter()
+        started = clock()
         sum(range(10**6))
-        best = min(best, time.perf_counter() - started)
+        best = min(best, clock() - started)
     return best * 1000
+
+
+def hour_speeds() -> dict[str, float]:
+    return {"wall_ms": hour_speed_ms(), "cpu_ms": hour_speed_ms(time.thread_time)}
 
 
 def _requests() -> dict[str, bytes]:
@@ -79,7 +88,7 @@ def single_figures(
     second of server CPU over all its rounds. Also the hour's speed before and after."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    hour = {"before_ms": hour_speed_ms()}
+    hour = {f"before_{k}": v for k, v in hour_speeds().items()}
     runs: dict[str, list[Run]] = {name: [] for name in _requests()}
     cpu_s = dict.fromkeys(runs, 0.0)
     for _ in range(rounds):
@@ -88,7 +97,7 @@ def single_figures(
             run = drive(host, port, request, connections, seconds, stop_on_bad=_stops(name))
             cpu_s[name] += (process_cpu_s(server_pid) if server_pid else 0.0) - cpu_before
             runs[name].append(_expect_2xx(name, run))
-    hour["after_ms"] = hour_speed_ms()
+    hour.update({f"after_{k}": v for k, v in hour_speeds().items()})
     figures = []
     for name, done in runs.items():
         merged = Run(0, 0.0, [lat for r in done for lat in r.latencies_s], 0, "")
@@ -115,20 +124,26 @@ def report(figures: list[SingleFigure], hour: dict[str, float]) -> dict[str, obj
     """Print the figures; the result's fields for the JSON file."""
     health = next(f for f in figures if f.name == "GET /healthz").per_s
     post = next(f for f in figures if f.name == "POST /v1/timers")
-    hour_ms = min(hour.values())  # the faster of the two: the conservative normalization
-    normalized = post.per_s * hour_ms / FAST_HOUR_MS
+    # the faster of before and after: the conservative normalization
+    wall_ms = min(hour["before_wall_ms"], hour["after_wall_ms"])
+    cpu_ms = min(hour["before_cpu_ms"], hour["after_cpu_ms"])
+    normalized = post.per_s * wall_ms / FAST_HOUR_MS
+    one_core = (post.per_cpu_s or 0.0) * cpu_ms / FAST_HOUR_MS
     for f in figures:
         rounds = ", ".join(f"{r:,.0f}" for r in f.rounds_per_s)
         cpu = f"  {f.per_cpu_s:>6,.0f}/s of server CPU" if f.per_cpu_s else ""
         print(f"{f.name:26s} {f.per_s:>7,.0f}/s  p50 {f.p50_ms:5.1f} ms  p99 {f.p99_ms:6.1f} ms"
               f"  {f.per_s / health:4.2f} of /healthz{cpu}  rounds {rounds}")  # fmt: skip
-    print(f"hour: sum(range(10**6)) {hour['before_ms']:.1f} ms before, "
-          f"{hour['after_ms']:.1f} ms after; POST normalized to a fast hour ({FAST_HOUR_MS:.0f} "
-          f"ms): {normalized:,.0f}/s (target {TARGET_PER_S:,}/s)")  # fmt: skip
+    print(f"hour: sum(range(10**6)) {hour['before_wall_ms']:.1f} / {hour['after_wall_ms']:.1f} "
+          f"ms wall, {hour['before_cpu_ms']:.1f} / {hour['after_cpu_ms']:.1f} ms CPU (before / "
+          f"after); a fast hour is {FAST_HOUR_MS:.0f} ms")  # fmt: skip
+    print(f"POST normalized to a fast hour: {normalized:,.0f}/s by the wall clock, "
+          f"{one_core:,.0f}/s on one core (server CPU; target {TARGET_PER_S:,}/s)")  # fmt: skip
     return {
         "single": [asdict(f) for f in figures],
         "hour": hour,
         "post_to_healthz": post.per_s / health,
         "post_normalized_per_s": normalized,
+        "post_one_core_normalized_per_s": one_core or None,
         "target_per_s": TARGET_PER_S,
     }
