@@ -118,8 +118,8 @@ def create_app(
         # of a single schedule (docs/perf.md, "The single schedule").
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
-    app.add_middleware(RefuseEncodedSlashes)
-    app.add_middleware(HotRoutes)  # added last: the outermost of ours
+    app.add_middleware(HotRoutes)
+    app.add_middleware(RefuseEncodedSlashes)  # added last: the outermost, before HotRoutes
     app.state.service = svc
     app.state.settings = settings
     install_error_handlers(app)

@@ -197,3 +197,9 @@ def test_a_name_breaks_its_rule_in_the_same_words_in_path_query_and_body(
     if field == "topic":
         in_query = fake_api.client.get("/v1/timers", params={"topic": bad}).json()["error"]
         assert in_query == in_body
+
+
+def test_an_encoded_slash_in_the_single_schedule_path_is_refused(fake_api: FakeApi) -> None:
+    r = fake_api.client.post("/v1%2Ftimers", json=OK)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "path"
+    assert fake_api.client.get("/v1/timers/orders/o1").status_code == 404
