@@ -1,8 +1,10 @@
 """The single schedule without HTTP: ``POST /v1/timers`` through the ASGI app in-process.
 
-    python -m bench.single_inproc                 # requests per second of process CPU
-    python -m bench.single_inproc --profile       # and cProfile's top functions
+    python -m timerstore bench-single-inproc              # requests/s of process CPU
+    python -m timerstore bench-single-inproc --profile    # and cProfile's top functions
 
+The app comes from the composition root (``timerstore.cli`` hands ``api.app.create_app``
+in): ``bench`` sits beside ``api`` and may not import it.
 64 coroutines on one uvloop call the app (``api.app.create_app``, with its hot route,
 group commit and a real RocksDB store in a temporary directory) with one pre-built scope
 and body each time, as uvicorn would after parsing. What is left between this figure and
@@ -20,12 +22,14 @@ import json
 import pstats
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 import uvloop
 
-from api.app import create_app
-from app.config import load_settings
+from app.config import Settings, load_settings
+
+AppFactory = Callable[[Settings], Any]  # settings -> an ASGI app with a lifespan context
 
 BODY = json.dumps({"topic": "load", "delay_ms": 3_600_000, "payload": "x" * 100}).encode()
 HEADERS = [
@@ -68,7 +72,9 @@ async def _post(app: Any) -> None:
         raise SystemExit(f"single_inproc: status {sent[0]['status']}: {sent[-1]}")
 
 
-async def _run(requests: int, concurrency: int, profile: cProfile.Profile | None) -> None:
+async def _run(
+    create_app: AppFactory, requests: int, concurrency: int, profile: cProfile.Profile | None
+) -> None:
     with tempfile.TemporaryDirectory(prefix="timerstore-inproc-") as data_dir:
         settings = load_settings(environ={}, overrides={"data_dir": data_dir})
         app = create_app(settings)
@@ -92,18 +98,21 @@ async def _run(requests: int, concurrency: int, profile: cProfile.Profile | None
                   f"{done / cpu:,.0f}/s of process CPU")  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def register(subparsers: Any, create_app: AppFactory) -> None:
+    parser = subparsers.add_parser(
+        "bench-single-inproc",
+        help="single schedules through the ASGI app in-process (no HTTP)",
+        description=__doc__.split("\n\n")[0],
+    )
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--profile", action="store_true", help="print cProfile's top 30")
-    args = parser.parse_args(argv)
+    parser.set_defaults(handler=lambda args: run(args, create_app))
+
+
+def run(args: argparse.Namespace, create_app: AppFactory) -> int:
     profile = cProfile.Profile() if args.profile else None
-    uvloop.run(_run(args.requests, args.concurrency, profile))
+    uvloop.run(_run(create_app, args.requests, args.concurrency, profile))
     if profile is not None:
         pstats.Stats(profile).sort_stats("tottime").print_stats(30)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
