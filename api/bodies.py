@@ -1,6 +1,7 @@
 """Request bodies: size limit (413), media type (415), msgspec decoding (422).
 
-The decoder is chosen by Content-Type: JSON (also when no type is given) or msgpack.
+The decoder is chosen by Content-Type: JSON or msgpack. A body without a Content-Type is
+a 415 like any other type the operation does not read (it was taken as JSON).
 A batch is decoded in one pass; only when that fails is it decoded item by item, so
 that the 422 can list every bad item, not just the first msgspec stopped at. That second
 pass runs on the event loop, so it is bounded: a batch of more than max_batch_timers
@@ -37,14 +38,15 @@ NOT_WELL_FORMED = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 def media_kind(request: Request, allowed: Sequence[Kind]) -> Kind:
     raw = request.headers.get("content-type")
-    base = "application/json" if raw is None else raw.split(";", 1)[0].strip().lower()
+    base = "" if raw is None else raw.split(";", 1)[0].strip().lower()
     kind: Kind | None = (
         "json" if base in JSON_TYPES else "msgpack" if base in MSGPACK_TYPES else None
     )
     if kind is None or kind not in allowed:
         names = " or ".join(MEDIA_TYPES[k] for k in allowed)
+        got = "none was given" if raw is None else f"got {base or repr(raw)}"
         raise UnsupportedMediaTypeError(
-            f"Content-Type must be {names}, got {base}", field="Content-Type"
+            f"Content-Type must be {names}; {got}", field="Content-Type"
         )
     return kind
 
@@ -78,7 +80,7 @@ class BodyDecoder(Generic[T]):
         try:
             return self._decode(kind, body, prefix)
         except NOT_WELL_FORMED as exc:  # a ValidationError never gets here: see _decode
-            raise malformed(exc, kind, prefix) from None
+            raise malformed(exc, kind, prefix, body) from None
 
     def _decode(self, kind: Kind, body: bytes, prefix: str) -> T:
         decoder = self.json if kind == "json" else self.msgpack

@@ -34,6 +34,7 @@ from storage.errors import (
     UnsupportedError,
     UnsupportedMediaTypeError,
 )
+from storage.names import name_problem
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,10 @@ _AT_PATH = re.compile(r" - at `\$\.?(.*)`$")
 _AT_KEY = re.compile(r" - at `key` in `\$\.?(.*)`$")
 _UNKNOWN = re.compile(r"Object contains unknown field `(.*)`")
 _MISSING = re.compile(r"Object missing required field `(.*)`")
+# a \uD800-\uDBFF escape (after an even run of backslashes) not followed by \uDC00-\uDFFF
+_LONE_HIGH_SURROGATE = re.compile(
+    rb"(?<!\\)(?:\\\\)*(\\u[dD][89abAB][0-9a-fA-F]{2})(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+).search
 _PATH_PARAM = re.compile(r"{(\w+)(?::\w+)?}")  # {name} or {name:convertor} in a route's path
 
 
@@ -103,16 +108,24 @@ def invalid_from_msgspec(exc: msgspec.ValidationError, prefix: str = "") -> Inva
     return InvalidInputError(f"{field}: {rule}", field=field)
 
 
-def malformed(exc: Exception, kind: str, prefix: str = "") -> InvalidInputError:
+def malformed(exc: Exception, kind: str, prefix: str = "", body: bytes = b"") -> InvalidInputError:
     """A body (or the batch item ``prefix``) that is not well-formed ``kind``, naming why.
 
     ``exc`` is what msgspec raised: a DecodeError, or UnicodeDecodeError for invalid UTF-8
-    in a string, or RecursionError for nesting deeper than it can follow.
+    in a string, or RecursionError for nesting deeper than it can follow. msgspec calls a
+    lone high surrogate escape (``"\ud800"``) "Input data was truncated", which sends a
+    client looking for a cut-off body: ``body`` is searched for one to name it instead.
     """
     if isinstance(exc, UnicodeDecodeError):
         reason = "a string is not valid UTF-8"
     elif isinstance(exc, RecursionError):
         reason = "arrays or objects are nested too deeply"
+    elif kind == "json" and (lone := _LONE_HIGH_SURROGATE(body)) is not None:
+        escape = lone.group(1).decode()
+        reason = (
+            f"a string holds the lone surrogate escape {escape} (at byte {lone.start(1)}): "
+            "\\ud800-\\udbff must be followed by a low surrogate \\udc00-\\udfff"
+        )
     else:
         reason = str(exc)
     what = f"{prefix} is" if prefix else "the body is"
@@ -124,15 +137,29 @@ async def _domain_handler(request: Request, exc: Exception) -> Response:
     return domain_response(exc)
 
 
+# path and query parameters that are names (topic, id, group): their pattern and length
+# errors are worded as the body's (storage.names.name_problem), not as pydantic's
+_NAME_PARAMS = frozenset({"topic", "id", "group"})
+_NAME_RULE_ERRORS = frozenset({"string_pattern_mismatch", "string_too_short", "string_too_long"})
+
+
+def _parameter_problem(error: dict[str, Any]) -> tuple[ProblemItem, str]:
+    """The problem item (field, rule) and the error's message ("field: rule")."""
+    field = ".".join(str(p) for p in error.get("loc", ())[1:]) or "request"
+    if field in _NAME_PARAMS and error.get("type") in _NAME_RULE_ERRORS:
+        message = name_problem(field, error.get("input"))  # names its field itself
+        return ProblemItem(field, message), message
+    rule = error.get("msg", "")
+    return ProblemItem(field, rule), f"{field}: {rule}"
+
+
 async def _request_validation_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     errors: list[dict[str, Any]] = list(exc.errors())
-    problems = [
-        ProblemItem(".".join(str(p) for p in e.get("loc", ())[1:]) or "request", e.get("msg", ""))
-        for e in errors
-    ]
-    first = problems[0] if problems else ProblemItem("request", "invalid request")
-    detail = ErrorDetail("invalid", f"{first.field}: {first.message}", first.field)
+    found = [_parameter_problem(e) for e in errors]
+    problems = [problem for problem, _ in found]
+    first, message = found[0] if found else (ProblemItem("request", ""), "request: invalid request")
+    detail = ErrorDetail("invalid", message, first.field)
     if len(problems) > 1:
         detail.problems = problems
     return error_response(422, detail)

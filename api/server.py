@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 import msgspec
 import uvicorn
 
+from api.http_protocol import JsonErrorsHttpToolsProtocol
 from api.schemas import ErrorBody, ErrorDetail, Health
 from app import native_memory
 from app.config import Settings, load_settings
@@ -296,6 +297,7 @@ def build_server(settings: Settings, store: TimerStore | None = None) -> Gracefu
         log_config=None,  # app.logs.configure_logging set the root handler for every logger
         timeout_graceful_shutdown=graceful_shutdown_s(settings),  # type: ignore[arg-type]
         lifespan="on",
+        **uvicorn_options(),
     )
     return GracefulServer(config, service)
 
@@ -319,6 +321,13 @@ def sigterm_handled_by(server: GracefulServer) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def uvicorn_options() -> dict[str, Any]:
+    """The parser and the loop, named rather than left to uvicorn's "auto" (which takes
+    whatever is installed): httptools with JSON error answers, and uvloop (docs/perf.md,
+    "The single schedule"). Tests that run a real server take the same."""
+    return {"http": JsonErrorsHttpToolsProtocol, "loop": "uvloop"}
 
 
 def run(args: argparse.Namespace) -> int:

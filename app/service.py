@@ -48,6 +48,7 @@ from app.timer_requests import (
     to_new_timers,
 )
 from app.topic_service import TopicService
+from app.write_batcher import WriteBatcher
 from storage.errors import ConflictError, NotFoundError, StoreClosedError, UnsupportedError
 from storage.protocol import (
     CancelOutcome,
@@ -97,6 +98,8 @@ class TimerService:
         self.last_oldest_due_ms: int | None = None  # at the last stats snapshot
         self.telemetry = Telemetry()
         self.telemetry.registry.register(ServiceGauges(self))
+        # single schedules arriving together share one store call (app.write_batcher)
+        self._singles = WriteBatcher(lambda: self.store, self.call)
 
     # ----------------------------------------------------------------- lifecycle
     @property
@@ -219,11 +222,11 @@ class TimerService:
         started = time.perf_counter()
         timer = to_new_timer(req, now_ms, timer_id, self.limits)
         try:
-            results = await self.call(self.store.schedule, [timer], now_ms)
+            result = await self._singles.schedule(timer, now_ms)
         except ConflictError as exc:
             raise _as_single(exc) from None
-        self.telemetry.scheduled(1, int(results[0].replaced), "one", _since(started))
-        return results[0], timer
+        self.telemetry.scheduled(1, int(result.replaced), "one", _since(started))
+        return result, timer
 
     async def schedule_many(
         self, reqs: Sequence[TimerRequest | None], problems: Sequence[Problem] = ()

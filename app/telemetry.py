@@ -146,6 +146,9 @@ class Telemetry:
             buckets=DURATION_BUCKETS_S,
             registry=r,
         )
+        # the children of the two kinds, looked up once: ``labels()`` costs about as much
+        # as the observation, once per single schedule
+        self._schedule_latency_of = {k: self.schedule_latency.labels(k) for k in ("one", "batch")}
         self.scan_seconds = Histogram(
             f"{p}_scan_batch_seconds",
             "Duration of one due scan (one store.due call)",
@@ -214,7 +217,7 @@ class Telemetry:
         self.scheduled_total.inc(stored)
         if replaced:
             self.rescheduled.inc(replaced)
-        self.schedule_latency.labels(kind).observe(seconds)
+        self._schedule_latency_of[kind].observe(seconds)
 
     def ingested(self, added: int, replaced: int) -> None:
         """A bulk ingest stores timers too: counted like schedules (replaced = rescheduled)."""

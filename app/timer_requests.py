@@ -10,6 +10,7 @@ made here: sortable and unique (see ``IdMaker``).
 
 from __future__ import annotations
 
+import random
 import secrets
 import threading
 from collections.abc import Sequence
@@ -99,12 +100,17 @@ class IdMaker:
         self._lock = threading.Lock()
         self._last_ms = -1
         self._counter = 0
+        # the counter's random starts: a generator seeded once from the OS, not a
+        # ``secrets`` call (an os.urandom syscall) every millisecond: on the event loop of
+        # single schedules that syscall let the worker threads take the GIL each time. The
+        # ids need uniqueness, not secrecy: 80 bits from a seed of 128 random bits.
+        self._random = random.Random(secrets.randbits(128))
 
     def make(self, now_ms: int, count: int = 1) -> list[str]:
         with self._lock:
             if now_ms > self._last_ms:
                 self._last_ms = now_ms
-                self._counter = secrets.randbits(79)  # headroom: the counter cannot overflow
+                self._counter = self._random.getrandbits(79)  # headroom: cannot overflow
             first = (self._last_ms << 80) | self._counter  # counter < 2**80: no carry
             self._counter += count
         return hex_ids(first, count)

@@ -14,6 +14,11 @@ starts. Results are printed and written to ``bench/results/http_load-<time>.json
 
     .venv/bin/python -m bench.http_load                 # the real run (quiet machine)
     .venv/bin/python -m bench.http_load --quick         # a few seconds, small sizes
+    .venv/bin/python -m bench.http_load --single        # single requests beside /healthz
+
+``--single`` measures only single requests (``bench.http_single``): ``POST /v1/timers``,
+``GET /healthz`` and a ``GET`` of an unknown timer in alternating rounds of
+``--seconds`` over ``--connections`` keep-alive connections (64, as issue 36's wrk run).
 """
 
 from __future__ import annotations
@@ -33,9 +38,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
+
+from bench.http_single import report, single_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -178,7 +186,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="drive a running server instead of starting one")
     parser.add_argument("--clients", type=int, default=2, help="client threads (connections)")
-    parser.add_argument("--single", type=int, default=5000, help="single-timer POSTs")
+    parser.add_argument(
+        "--single-posts", type=int, default=5000, help="single-timer POSTs of the full run"
+    )
+    parser.add_argument(
+        "--single", action="store_true", help="only single requests, beside /healthz"
+    )
+    parser.add_argument("--connections", type=int, default=64, help="--single: connections")
+    parser.add_argument(
+        "--server-pid", type=int, help="--single with --url: the server's pid, for its CPU time"
+    )
+    parser.add_argument("--seconds", type=float, default=3.0, help="--single: seconds a round")
     parser.add_argument("--batches", type=int, default=200, help="batch POSTs per format")
     parser.add_argument("--batch-size", type=int, default=1000, help="timers per batch body")
     parser.add_argument(
@@ -188,7 +206,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", help="result file (default bench/results/http_load-<t>.json)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.single, args.batches, args.batch_size, args.repeats = 200, 10, 200, 1
+        args.single_posts, args.batches, args.batch_size, args.repeats = 200, 10, 200, 1
+        args.seconds = 0.5
     return args
 
 
@@ -200,7 +219,14 @@ def main(argv: list[str] | None = None) -> int:
         if url is None:
             proc, url = start_server(data_dir)
         try:
-            figures = [single_posts(url, args.clients, args.single)] + [
+            if args.single:
+                pid = proc.pid if proc is not None else args.server_pid
+                singles, hour = single_figures(
+                    url, args.connections, args.seconds, args.repeats, pid
+                )
+                write_json(args, argv, {"connections": args.connections, **report(singles, hour)})
+                return 0
+            figures = [single_posts(url, args.clients, args.single_posts)] + [
                 batch_posts(url, args.clients, args.batches, args.batch_size, kind, args.repeats)
                 for kind in ("json", "msgpack")
             ]
@@ -223,17 +249,21 @@ def print_figure(f: Figure) -> None:
 
 
 def write_result(args: argparse.Namespace, argv: list[str] | None, figures: list[Figure]) -> None:
+    fields = {"clients": args.clients, "batch_size": args.batch_size}
+    write_json(args, argv, {**fields, "figures": [asdict(f) for f in figures]})
+
+
+def write_json(args: argparse.Namespace, argv: list[str] | None, fields: dict[str, Any]) -> None:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = Path(args.out) if args.out else RESULTS / f"http_load-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     result = {
         "command": "python -m bench.http_load " + " ".join(argv or sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "quick": args.quick,
-        "clients": args.clients,
-        "batch_size": args.batch_size,
         "repeats": args.repeats,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "figures": [asdict(f) for f in figures],
+        **fields,
     }
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")

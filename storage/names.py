@@ -28,16 +28,18 @@ def validate_name(field: str, value: str) -> bytes:
     """Return ``value`` as ASCII bytes, or raise naming ``field`` and the rule it broke."""
     if type(value) is str and _valid_name(value):  # the hot path: one C call
         return value.encode()
+    raise InvalidInputError(name_problem(field, value), field=field)
+
+
+def name_problem(field: str, value: object) -> str:
+    """The rule a name that is not valid broke, in the one wording of every check (the
+    body's, the path's and the query's)."""
     if not isinstance(value, str):
-        raise InvalidInputError(f"{field} must be a string", field=field)
+        return f"{field} must be a string"
     raw = value.encode("utf-8", "surrogatepass")
     if not 1 <= len(raw) <= NAME_MAX_BYTES:
-        raise InvalidInputError(
-            f"{field} must be 1 to {NAME_MAX_BYTES} bytes, got {len(raw)}", field=field
-        )
-    raise InvalidInputError(
-        f"{field} may contain only A-Z a-z 0-9 . _ : - (got {value!r})", field=field
-    )
+        return f"{field} must be 1 to {NAME_MAX_BYTES} bytes, got {len(raw)}"
+    return f"{field} may contain only A-Z a-z 0-9 . _ : - (got {value!r})"
 
 
 def _joined_if_valid(names: list[str]) -> str | None:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from api import server
 from app import migrate_cli
 from bench import cli as bench_cli
+from bench import single_inproc
 from pipeline import cli as pipeline_cli
 from storage.errors import ConfigError, InvalidInputError, StoreOpenError
 
@@ -32,9 +34,17 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(subparsers)
+    single_inproc.register(subparsers, _create_app)  # bench may not import api: handed in
     for command_parser in subparsers.choices.values():
         command_parser.set_defaults(command_parser=command_parser)
     return parser
+
+
+def _create_app(settings: Any) -> Any:
+    """``api.app.create_app``, imported when a command builds the app (as ``serve`` does)."""
+    from api.app import create_app
+
+    return create_app(settings)
 
 
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -41,6 +41,12 @@ router = APIRouter(prefix="/v1/timers", tags=["timers"])
     ),
 )
 async def schedule_timer(request: Request) -> Response:
+    """Documents the operation; ``api.hot_routes`` answers it (``schedule_one``)."""
+    return await schedule_one(request)
+
+
+async def schedule_one(request: Request) -> Response:
+    """The answer to one ``POST /v1/timers`` whose guard passed (domain errors raise)."""
     kind = bodies.media_kind(request, ("json", "msgpack"))
     body = await bodies.read_body(request, settings_of(request).limits.max_body_bytes)
     req = bodies.timer_decoder.decode(kind, body)

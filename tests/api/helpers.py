@@ -20,6 +20,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from api.server import uvicorn_options
 from app.clock import FakeClock
 from app.config import Settings, load_settings
 from app.engine.sinks import Sink
@@ -55,7 +56,10 @@ class ThreadServer:
     def __init__(self, settings: Settings, sink: Sink | None = None) -> None:
         self.service = TimerService(settings, sink=sink)
         self.app = app = create_app(settings, service=self.service)
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+        # the parser and loop ``timerstore serve`` runs (api.server.uvicorn_options)
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=0, log_level="warning", **uvicorn_options()
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

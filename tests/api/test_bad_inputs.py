@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 import msgspec
 import pytest
@@ -64,6 +65,8 @@ CASES: list[tuple[str, str, str | None, bytes, int, str | None]] = [
     ("form content type", "", "application/x-www-form-urlencoded", b"topic=a", 415,
      "Content-Type"),
     ("batch wrong content type", "/batch", "text/plain", _batch(OK), 415, "Content-Type"),
+    ("no content type", "", None, _with(), 415, "Content-Type"),
+    ("batch no content type", "/batch", None, _batch(OK), 415, "Content-Type"),
     ("body too large", "", JSON, _with(payload="x" * 70_000), 413, "body"),
     ("batch body too large", "/batch", JSON, b" " * 70_000, 413, "body"),
     ("batch item bad", "/batch", JSON, _batch({"topic": "x", "delay_ms": -3}), 422,
@@ -145,3 +148,58 @@ def test_unknown_route_and_method_use_the_error_shape(fake_api: FakeApi) -> None
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
     r = fake_api.client.put("/v1/timers")
     assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_a_body_without_content_type_is_refused_saying_none_was_given(fake_api: FakeApi) -> None:
+    r = fake_api.client.post("/v1/timers", content=_with())
+    assert r.status_code == 415
+    assert r.json()["error"]["message"] == (
+        "Content-Type must be application/json or application/msgpack; none was given"
+    )
+
+
+@pytest.mark.parametrize(
+    ("escape", "lone"),
+    [("\\ud800", "\\ud800"), ("\\udbff\\u0041", "\\udbff"), ("ok \\\\ \\ud83d", "\\ud83d")],
+)
+def test_a_lone_surrogate_escape_is_named_not_called_truncated(
+    fake_api: FakeApi, escape: str, lone: str
+) -> None:
+    body = ('{"topic":"orders","delay_ms":1,"payload":"' + escape + '"}').encode()
+    at = body.index(lone.encode())
+    r = fake_api.client.post("/v1/timers", content=body, headers={"content-type": JSON})
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["field"] == "body"
+    assert "truncated" not in error["message"]
+    assert f"lone surrogate escape {lone} (at byte {at})" in error["message"]
+
+
+def test_an_escaped_backslash_before_u_is_no_surrogate(fake_api: FakeApi) -> None:
+    body = b'{"topic":"orders","delay_ms":1,"payload":"\\\\ud800 is text"}'
+    r = fake_api.client.post("/v1/timers", content=body, headers={"content-type": JSON})
+    assert r.status_code == 201, r.text
+    assert r.json()["payload"] == "\\ud800 is text"
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"), [("topic", "a b"), ("topic", "t" * 129), ("id", "\u00e9"), ("id", "i" * 129)]
+)
+def test_a_name_breaks_its_rule_in_the_same_words_in_path_query_and_body(
+    fake_api: FakeApi, field: str, bad: str
+) -> None:
+    body = {"topic": "orders", "id": "o1", "delay_ms": 1000, field: bad}
+    in_body = fake_api.client.post("/v1/timers", json=body).json()["error"]
+    path = f"/v1/timers/{quote(bad)}/o1" if field == "topic" else f"/v1/timers/orders/{quote(bad)}"
+    in_path = fake_api.client.get(path).json()["error"]
+    assert in_body == in_path, (in_body, in_path)
+    assert in_body["field"] == field and in_body["message"].startswith(f"{field} ")
+    if field == "topic":
+        in_query = fake_api.client.get("/v1/timers", params={"topic": bad}).json()["error"]
+        assert in_query == in_body
+
+
+def test_an_encoded_slash_in_the_single_schedule_path_is_refused(fake_api: FakeApi) -> None:
+    r = fake_api.client.post("/v1%2Ftimers", json=OK)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "path"
+    assert fake_api.client.get("/v1/timers/orders/o1").status_code == 404
