@@ -247,7 +247,13 @@ class TimerService:
         if not isinstance(store, SupportsIngest):
             raise UnsupportedError(f"the {store.name} store cannot ingest SST files")
         now_ms = self.clock.now_ms()
-        report = await self.call(store.ingest_staged, stage_dir, replace=replace, now_ms=now_ms)
+        report = await self.call(
+            store.ingest_staged,
+            stage_dir,
+            limits=self.limits.record_limits(),
+            replace=replace,
+            now_ms=now_ms,
+        )
         self.telemetry.ingested(report.added, report.replaced)
         return report
 

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import rocksdict as rd
 
-from storage.errors import StoreFormatError, StoreOpenError
+from storage.errors import StoreFormatError, StoreFullError, StoreOpenError
 
 rd_key = Any  # the binding's key union; raw mode only ever sees bytes
 
@@ -232,6 +232,32 @@ def read_ticker(options: rd.Options, name: str) -> int:
         if line.startswith(name + " COUNT"):
             return int(line.rsplit(":", 1)[1])
     return 0
+
+
+NO_SPACE = "No space left on device"  # strerror(ENOSPC), in RocksDB's "IO error: ..." text
+
+
+def no_space(exc: Exception) -> bool:
+    """Whether a RocksDB error is the disk's ENOSPC (the binding raises one bare Exception
+    type for every RocksDB error: its text tells them apart)."""
+    return NO_SPACE in str(exc)
+
+
+def full_disk_error(path: str, exc: Exception) -> StoreFullError:
+    return StoreFullError(
+        f"the disk under the store ({path}) is full: the write was refused and nothing of "
+        f"it stored; writes succeed again once space is freed ({exc})"
+    )
+
+
+def write_batch(h: RocksHandles, batch: rd.WriteBatch, path: str) -> None:
+    """``db.write``; StoreFullError when the disk is full (RocksDB: ENOSPC)."""
+    try:
+        h.db.write(batch, h.write_options)
+    except Exception as exc:  # the binding raises a bare Exception for every RocksDB error
+        if no_space(exc):
+            raise full_disk_error(path, exc) from exc
+        raise
 
 
 def multi_get(cf: rd.Rdict, keys: list[bytes]) -> list[bytes | None]:

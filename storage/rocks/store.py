@@ -33,6 +33,7 @@ from storage.rocks.core import RocksCore
 from storage.rocks.counters import SINK_TOTAL_PREFIX
 from storage.rocks.db import RocksHandles, RocksSettings, read_ticker
 from storage.rocks.metrics import RocksMetrics, read_metrics
+from storage.rules import RecordLimits
 
 
 class RocksTimerStore:
@@ -200,10 +201,17 @@ class RocksTimerStore:
         return housekeeping.housekeep(self._core, now_ms)
 
     def ingest_staged(
-        self, stage_dir: str, *, replace: bool = False, now_ms: int | None = None
+        self,
+        stage_dir: str,
+        *,
+        limits: RecordLimits,
+        replace: bool = False,
+        now_ms: int | None = None,
     ) -> IngestReport:
         """Ingest a bulk import's staged SST files (see ``storage.rocks.ingest``)."""
-        return ingest.ingest_staged(self._core, stage_dir, replace=replace, now_ms=now_ms)
+        return ingest.ingest_staged(
+            self._core, stage_dir, limits=limits, replace=replace, now_ms=now_ms
+        )
 
     def flush(self) -> None:
         """Flush every column family's memtable to SST files (rocksdict's flush is per family)."""
