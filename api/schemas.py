@@ -198,6 +198,7 @@ class Purged(msgspec.Struct, frozen=True):
 
 class Health(msgspec.Struct):
     status: str
+    reason: str | UnsetType = UNSET  # why not ready (503 of /readyz)
 
 
 class ProblemItem(msgspec.Struct):

@@ -16,6 +16,7 @@ progress, stop the engine so queued batches commit, close the store).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import operator
@@ -25,6 +26,7 @@ from typing import ParamSpec, TypeVar
 
 import anyio.to_thread
 
+from app import readiness
 from app import stats as stats_mod
 from app.clock import Clock, SystemClock
 from app.config import Settings
@@ -48,7 +50,13 @@ from app.timer_requests import (
     to_new_timers,
 )
 from app.topic_service import TopicService
-from storage.errors import ConflictError, NotFoundError, StoreClosedError, UnsupportedError
+from storage.errors import (
+    ConflictError,
+    NotFoundError,
+    StoreClosedError,
+    StoreFullError,
+    UnsupportedError,
+)
 from storage.protocol import (
     CancelOutcome,
     HousekeepingReport,
@@ -65,6 +73,7 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 CLOSE_WAIT_S = 30.0
+DISK_FULL_LOG_INTERVAL_S = 1.0  # at most one "disk full" line a second, however many writes
 _REPLACED = operator.attrgetter("replaced")
 
 
@@ -95,6 +104,7 @@ class TimerService:
         self.last_snapshot: ServiceStats | None = None
         self.last_housekeeping: HousekeepingReport | None = None
         self.last_oldest_due_ms: int | None = None  # at the last stats snapshot
+        self._disk_full_logged_at = -DISK_FULL_LOG_INTERVAL_S  # time.monotonic()
         self.telemetry = Telemetry()
         self.telemetry.registry.register(ServiceGauges(self))
 
@@ -107,8 +117,23 @@ class TimerService:
 
     @property
     def ready(self) -> bool:
+        return self.unready_reason() is None
+
+    def unready_reason(self) -> str | None:
+        """Why ``/readyz`` answers 503 (``app.readiness``), or None when ready."""
         engine_ok = self.engine is not None and (self.engine.running or not self._run_engine)
-        return self.accepting and self._store is not None and engine_ok
+        started = self.accepting and engine_ok
+        now_ms = self.clock.now_ms()
+        return readiness.unready_reason(self._store, self.engine, started=started, now_ms=now_ms)
+
+    async def readiness(self) -> str | None:
+        """``unready_reason``, after a probe write when the disk was full: a load balancer
+        that stopped sending requests still sees the service back once space is freed."""
+        store = readiness.needs_write_probe(self._store)
+        if store is not None and self.accepting:
+            with contextlib.suppress(StoreFullError):
+                await self.call(store.probe_write)
+        return self.unready_reason()
 
     async def start(self) -> None:
         self.notifier.bind(asyncio.get_running_loop())
@@ -207,10 +232,19 @@ class TimerService:
         self._idle.clear()
         try:
             return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        except StoreFullError as exc:  # a 507 for the client; one line a second for the log
+            self._log_disk_full(exc)
+            raise
         finally:
             self._active -= 1
             if not self._active:
                 self._idle.set()
+
+    def _log_disk_full(self, exc: StoreFullError) -> None:
+        now = time.monotonic()
+        if now - self._disk_full_logged_at >= DISK_FULL_LOG_INTERVAL_S:
+            self._disk_full_logged_at = now
+            log.error(exc.message, extra={"event": "disk_full", "data_dir": self.settings.data_dir})
 
     # ----------------------------------------------------------------- timers
     async def schedule_one(self, req: TimerRequest) -> tuple[ScheduleResult, NewTimer]:

@@ -169,6 +169,22 @@ class SupportsIngest(Protocol):
 
 
 @runtime_checkable
+class SupportsWriteHealth(Protocol):
+    """A store that tells when its disk is full (the RocksDB store): a write then raises
+    StoreFullError, and ``disk_full`` stays True until a write succeeds again."""
+
+    def disk_full(self) -> bool: ...
+
+    def write_failures(self) -> dict[str, int]:
+        """Failed writes since the store opened, by reason (``no_space``, ``other``)."""
+        ...
+
+    def probe_write(self) -> None:
+        """One small durable write, to learn whether space is back."""
+        ...
+
+
+@runtime_checkable
 class TimerStore(Protocol):
     """Durable storage of pending timers; every mutating call is durable on return.
 

@@ -42,7 +42,7 @@ from storage.protocol import IngestReport, Skipped
 from storage.rocks import keys as layout
 from storage.rocks.core import CLOCK_STEP_TOLERANCE_MS, RocksCore
 from storage.rocks.counters import CounterDelta
-from storage.rocks.db import RocksHandles, full_disk_error, multi_get, no_space
+from storage.rocks.db import RocksHandles, multi_get, write_failed
 from storage.rocks.reads import BoundedIter
 from storage.rocks.staged import StagedFamily, check_staged, read_back
 from storage.rules import RecordLimits
@@ -237,12 +237,11 @@ def _link_in(core: RocksCore, files: dict[str, list[str]]) -> None:
     for family in FAMILIES:
         if not files[family]:
             continue
+        h = core.handles
         try:
-            core.handles.cfs[family].ingest_external_file(files[family], options)
+            h.cfs[family].ingest_external_file(files[family], options)
         except Exception as exc:  # the binding raises a bare Exception for every RocksDB error
-            if no_space(exc):
-                raise full_disk_error(core.settings.path, exc) from exc
-            raise
+            raise write_failed(h, exc) from exc
 
 
 def _store_is_empty(h: RocksHandles, pending: int) -> bool:
