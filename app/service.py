@@ -73,7 +73,6 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 CLOSE_WAIT_S = 30.0
-DISK_FULL_LOG_INTERVAL_S = 1.0  # at most one "disk full" line a second, however many writes
 _REPLACED = operator.attrgetter("replaced")
 
 
@@ -104,7 +103,6 @@ class TimerService:
         self.last_snapshot: ServiceStats | None = None
         self.last_housekeeping: HousekeepingReport | None = None
         self.last_oldest_due_ms: int | None = None  # at the last stats snapshot
-        self._disk_full_logged_at = -DISK_FULL_LOG_INTERVAL_S  # time.monotonic()
         self.telemetry = Telemetry()
         self.telemetry.registry.register(ServiceGauges(self))
 
@@ -232,19 +230,13 @@ class TimerService:
         self._idle.clear()
         try:
             return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
-        except StoreFullError as exc:  # a 507 for the client; one line a second for the log
-            self._log_disk_full(exc)
+        except StoreFullError as exc:  # a 507 for the client, a line without a trace for us
+            log.error(exc.message, extra={"event": "disk_full", "data_dir": self.settings.data_dir})
             raise
         finally:
             self._active -= 1
             if not self._active:
                 self._idle.set()
-
-    def _log_disk_full(self, exc: StoreFullError) -> None:
-        now = time.monotonic()
-        if now - self._disk_full_logged_at >= DISK_FULL_LOG_INTERVAL_S:
-            self._disk_full_logged_at = now
-            log.error(exc.message, extra={"event": "disk_full", "data_dir": self.settings.data_dir})
 
     # ----------------------------------------------------------------- timers
     async def schedule_one(self, req: TimerRequest) -> tuple[ScheduleResult, NewTimer]:
