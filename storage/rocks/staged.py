@@ -21,8 +21,10 @@ The first broken rule is an InvalidInputError (a 422) naming the file and the ke
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import shutil
+import struct
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
@@ -33,10 +35,10 @@ import rocksdict as rd
 
 from storage import records
 from storage.errors import InvalidInputError
-from storage.names import validate_name
+from storage.names import all_valid_idents, validate_name
 from storage.rocks import keys as layout
 from storage.rocks.db import full_disk_error, iter_items, multi_get, no_space
-from storage.rules import RecordLimits, check_record
+from storage.rules import RecordLimits, check_record, records_fit
 
 CHUNK = 4096
 
@@ -52,13 +54,12 @@ class StagedFamily:
 
     def items(self, index: int) -> Iterator[list[tuple[bytes, bytes]]]:
         """The file's entries, in chunks."""
-        chunk: list[tuple[bytes, bytes]] = []
-        for item in iter_items(self.cfs[index], b""):
-            chunk.append(item)
-            if len(chunk) >= CHUNK:
-                yield chunk
-                chunk = []
-        if chunk:
+        return self.chunks_of(self.cfs[index])
+
+    @staticmethod
+    def chunks_of(cf: rd.Rdict) -> Iterator[list[tuple[bytes, bytes]]]:
+        items = iter_items(cf, b"")
+        while chunk := list(itertools.islice(items, CHUNK)):
             yield chunk
 
     def chunks(self) -> Iterator[list[tuple[bytes, bytes]]]:
@@ -184,26 +185,39 @@ def _names(ident: bytes) -> tuple[str, str]:
     return topic, timer_id
 
 
-def _check_timer(key: bytes, value: bytes, limits: RecordLimits) -> str:
-    """The timer's topic, or ValueError naming the rule the entry breaks."""
+def _check_timer(key: bytes, value: bytes, limits: RecordLimits) -> None:
+    """ValueError naming the rule the entry breaks, if it breaks one."""
     if len(key) < 11:
         raise ValueError("a timers key is a key time (8 bytes), topic, 0x00 and id")
-    topic, _ = _names(key[8:])
+    _names(key[8:])
     try:
         record = records.decode_record(value)
     except msgspec.DecodeError as exc:  # ValidationError included
         raise ValueError(f"the value does not decode as a timer record ({exc})") from None
-    key_ms = layout.timer_key_ms(key)
     try:
-        check_record(record, key_ms, limits)
+        check_record(record, layout.timer_key_ms(key), limits)
     except InvalidInputError as exc:
         raise ValueError(exc.message) from None
-    if key_ms < record.requested_deliver_at_ms:
-        raise ValueError(
-            f"the key time {key_ms} is before requested_deliver_at_ms "
-            f"{record.requested_deliver_at_ms}: it would be delivered early"
-        )
-    return topic
+
+
+def _timers_fit(chunk: list[tuple[bytes, bytes]], limits: RecordLimits) -> bool:
+    """Whether every entry keeps the rules, in C-level calls over the chunk
+    (``records_fit``); ``_check_timer`` then names what broke."""
+    keys = [key for key, _ in chunk]
+    if min(map(len, keys)) < 11 or not all_valid_idents([key[8:] for key in keys]):
+        return False
+    try:
+        found = records.decode_records([value for _, value in chunk])
+    except msgspec.DecodeError:
+        return False
+    key_times = struct.unpack(f">{len(keys)}Q", b"".join([key[:8] for key in keys]))
+    return records_fit(found, key_times, limits)
+
+
+def _ids_fit(chunk: list[tuple[bytes, bytes]]) -> bool:
+    return all(len(value) == 8 for _, value in chunk) and all_valid_idents(
+        [ident for ident, _ in chunk]
+    )
 
 
 def check_staged(
@@ -213,26 +227,28 @@ def check_staged(
     limits: RecordLimits,
 ) -> None:
     """Check every staged entry (see the module docstring) against the manifest's
-    ``entries`` per ``(family, path)`` and its ``pending_by_topic``."""
-    counted = {"timers": _check_timers(staged.timers, limits), "ids": _check_ids(staged)}
-    for family, files in counted.items():
-        for path, (count, _) in zip(staged.families[family].paths, files, strict=True):
+    ``entries`` per ``(family, path)`` and its ``pending_by_topic``.
+
+    That each ``ids`` entry has its timer and each timer its ``ids`` entry is checked by
+    equal counts and an equal sum of the (identity, key time) pairs' hashes (``hash`` is
+    keyed per process); only when they differ are the timers looked up one by one, to
+    name the first identity without its timer.
+    """
+    timers, ids = _check_timers(staged.timers, limits), _check_ids(staged.ids)
+    for family, tally in (("timers", timers), ("ids", ids)):
+        for path, count in zip(staged.families[family].paths, tally.counts, strict=True):
             if entries.get((family, path)) != count:
                 raise _refused(
                     f"staged file {path} holds {count} entries, the manifest says "
                     f"{entries.get((family, path))}"
                 )
-    totals = {family: sum(count for count, _ in files) for family, files in counted.items()}
-    if totals["timers"] != totals["ids"]:
-        raise _refused(
-            f"the staged timers files hold {totals['timers']} entries and the ids files "
-            f"{totals['ids']}: each timer needs both"
-        )
-    per_topic = sum((topics for _, topics in counted["ids"]), Counter[str]())
-    for topic in per_topic.keys() | pending_by_topic.keys():
-        if per_topic[topic] != pending_by_topic.get(topic, 0):
+    if ids.digest != timers.digest:
+        _find_missing_timer(staged)
+        raise _refused("the staged ids and timers files do not hold the same timers")
+    for topic in ids.topics.keys() | pending_by_topic.keys():
+        if ids.topics[topic] != pending_by_topic.get(topic, 0):
             raise _refused(
-                f"the staged files hold {per_topic[topic]} timers of topic {topic}, the "
+                f"the staged files hold {ids.topics[topic]} timers of topic {topic}, the "
                 f"manifest's pending_by_topic says {pending_by_topic.get(topic, 0)}"
             )
 
@@ -241,41 +257,68 @@ def _refused(reason: str) -> InvalidInputError:
     return InvalidInputError(f"{reason}; nothing was ingested", field="stage_dir")
 
 
-def _check_timers(family: StagedFamily, limits: RecordLimits) -> list[tuple[int, Counter[str]]]:
-    counted = []
+class _Tally:
+    """A family's entries per file, the sum of its pairs' hashes, its timers per topic."""
+
+    def __init__(self) -> None:
+        self.counts: list[int] = []
+        self.digest = 0
+        self.topics = Counter[str]()
+
+
+def _check_timers(family: StagedFamily, limits: RecordLimits) -> _Tally:
+    tally = _Tally()
     for index, path in enumerate(family.paths):
-        count, topics = 0, Counter[str]()
+        count = 0
         for chunk in family.items(index):
-            for key, value in chunk:
-                try:
-                    topics[_check_timer(key, value, limits)] += 1
-                except ValueError as exc:
-                    raise _bad(path, key, str(exc)) from None
+            if not _timers_fit(chunk, limits):
+                for key, value in chunk:
+                    try:
+                        _check_timer(key, value, limits)
+                    except ValueError as exc:
+                        raise _bad(path, key, str(exc)) from None
+            tally.digest += sum(map(hash, [key[8:] + key[:8] for key, _ in chunk]))
             count += len(chunk)
-        counted.append((count, topics))
-    return counted
+        tally.counts.append(count)
+    return tally
 
 
-def _check_ids(staged: Staged) -> list[tuple[int, Counter[str]]]:
-    counted = []
-    for index, path in enumerate(staged.ids.paths):
-        count, topics = 0, Counter[str]()
-        for chunk in staged.ids.items(index):
-            for ident, value in chunk:
-                try:
-                    topics[_names(ident)[0]] += 1
-                except ValueError as exc:
-                    raise _bad(path, ident, str(exc)) from None
-                if len(value) != 8:
-                    raise _bad(path, ident, "an ids value is the timer's 8-byte key time")
+def _check_ids(family: StagedFamily) -> _Tally:
+    tally = _Tally()
+    for index, path in enumerate(family.paths):
+        count = 0
+        for chunk in family.items(index):
+            if not _ids_fit(chunk):
+                for ident, value in chunk:
+                    try:
+                        _names(ident)
+                    except ValueError as exc:
+                        raise _bad(path, ident, str(exc)) from None
+                    if len(value) != 8:
+                        raise _bad(path, ident, "an ids value is the timer's 8-byte key time")
+            tally.digest += sum(map(hash, [ident + value for ident, value in chunk]))
+            _count_topics([ident for ident, _ in chunk], tally.topics)
+            count += len(chunk)
+        tally.counts.append(count)
+    return tally
+
+
+def _count_topics(idents: list[bytes], topics: Counter[str]) -> None:
+    """Add the sorted, valid ``idents`` per topic: each topic is one run of them."""
+    i = 0
+    while i < len(idents):
+        topic = idents[i][: idents[i].index(layout.SEPARATOR)]
+        end = bisect.bisect_left(idents, topic + b"\x01", i)
+        topics[topic.decode()] += end - i
+        i = end
+
+
+def _find_missing_timer(staged: Staged) -> None:
+    """Raise naming the first ``ids`` entry whose timer the staged files do not hold."""
+    for path, cf in zip(staged.ids.paths, staged.ids.cfs, strict=True):
+        for chunk in StagedFamily.chunks_of(cf):
             keys = [value + ident for ident, value in chunk]
             for (ident, value), found in zip(chunk, staged.timers.lookup(keys), strict=True):
                 if found is None:
-                    raise _bad(
-                        path,
-                        ident,
-                        f"no staged timer has this identity at key time {layout.read_u64(value)}",
-                    )
-            count += len(chunk)
-        counted.append((count, topics))
-    return counted
+                    when = layout.read_u64(value)
+                    raise _bad(path, ident, f"no staged timer has this identity at key time {when}")
