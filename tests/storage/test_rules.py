@@ -4,7 +4,7 @@ named rules refuse."""
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage.errors import InvalidInputError
@@ -34,6 +34,7 @@ def passes(record: TimerRecord, key_ms: int) -> bool:
     return True
 
 
+@settings(deadline=None)  # the shared machine's load, not the check, sets the time
 @given(st.lists(st.tuples(records, times), min_size=1, max_size=4))
 def test_the_fast_check_agrees_with_the_named_rules(batch):
     found, key_times = [r for r, _ in batch], [k for _, k in batch]
