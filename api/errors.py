@@ -28,6 +28,7 @@ from storage.errors import (
     InvalidInputError,
     NotFoundError,
     StoreClosedError,
+    StoreFullError,
     TimerStoreError,
     TooLargeError,
     UnauthorizedError,
@@ -48,6 +49,7 @@ DOMAIN_STATUS: tuple[tuple[type[TimerStoreError], int, dict[str, str] | None], .
     (TooLargeError, 413, None),
     (UnsupportedMediaTypeError, 415, None),
     (StoreClosedError, 503, {"Retry-After": "1"}),
+    (StoreFullError, 507, None),  # 507 Insufficient Storage: the disk under the store
 )
 _AT_PATH = re.compile(r" - at `\$\.?(.*)`$")
 # msgspec's wording for a bad map key (a msgpack header name that is not a string)

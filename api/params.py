@@ -15,9 +15,9 @@ from typing import Annotated
 from fastapi import Path, Query
 
 from api.schemas import MAX_OFFSET, NAME_DESCRIPTION
-from app.timer_requests import MAX_TIME_MS
 from app.topics import TopicOrder
 from storage.names import NAME_MAX_BYTES, NAME_PATTERN
+from storage.rules import MAX_TIME_MS
 
 # A cursor is standard base64url with padding: the position after which a listing goes on.
 CURSOR_PATTERN = "^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2}==|[A-Za-z0-9_-]{3}=)?$"

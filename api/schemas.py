@@ -15,7 +15,6 @@ from msgspec import UNSET, UnsetType
 from app.groups import GroupOffset
 from app.routing import Route, SinkKind
 from app.stats import ServiceStats
-from app.timer_requests import MAX_DELAY_MS, MAX_TIME_MS
 from storage.names import NAME_MAX_BYTES, NAME_PATTERN
 from storage.protocol import (
     IngestReport,
@@ -25,6 +24,7 @@ from storage.protocol import (
     TimerState,
     TimerView,
 )
+from storage.rules import MAX_DELAY_MS, MAX_TIME_MS
 
 NAME_DESCRIPTION = f"1 to {NAME_MAX_BYTES} bytes of A-Z a-z 0-9 . _ : -"
 STAGE_DIR_PATTERN = "^[^\\u0000]+$"  # any path but one with a NUL byte
@@ -198,6 +198,7 @@ class Purged(msgspec.Struct, frozen=True):
 
 class Health(msgspec.Struct):
     status: str
+    reason: str | UnsetType = UNSET  # why not ready (503 of /readyz)
 
 
 class ProblemItem(msgspec.Struct):

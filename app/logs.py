@@ -12,13 +12,13 @@ uvicorn's access lines get ``event: "access"`` and ``client``, ``method``, ``pat
 ``http_version`` and ``status`` fields. An exception adds ``exc_type`` and ``exc``.
 
 Lines of the events written per failed batch (``delivery_failed``, ``dead_letter``,
-``sink_error``) are limited to ``FLOOD_LINES_PER_S`` a second each (``FloodLimit``): a
-webhook route answers timer by timer, so 2,000 timers due to a route that was down wrote
-2,603 lines in a few seconds, and a million would write millions. The first line let
-through after a stretch of dropped ones says how many (``suppressed``), and the stats
-snapshot (every ``housekeeping.stats_snapshot_interval_ms``) writes one ``log_suppressed``
-line with any count no line has told yet, so a flood that stops still says how many it
-dropped at its end; the exact totals are in ``/metrics``.
+``sink_error``) or write (``disk_full``) are limited to ``FLOOD_LINES_PER_S`` a second
+each (``FloodLimit``): a webhook route answers timer by timer, so 2,000 timers due to
+a route that was down wrote 2,603 lines in a few seconds, and a million would write
+millions. The first line let through after a stretch of dropped ones says how many
+(``suppressed``), and the stats snapshot (every ``housekeeping.stats_snapshot_interval_ms``)
+writes one ``log_suppressed`` line with any count no line has told yet, so a flood that
+stops still says how many it dropped at its end; the exact totals are in ``/metrics``.
 
 Both formats hide a URL's credentials in the whole line (``redact``): the password of
 ``scheme://user:password@host`` and the query string, which is where a webhook's or a
@@ -47,7 +47,7 @@ _ACCESS_FIELDS = ("client", "method", "path", "http_version", "status")
 _URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:\"'\\]*:)[^\s/?#@\"'\\]+@")
 _URL_QUERY = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?#\"'\\]*)\?[^\s#\"'\\)]+")
 REDACTED = "***"
-FLOOD_EVENTS = frozenset({"delivery_failed", "dead_letter", "sink_error"})
+FLOOD_EVENTS = frozenset({"delivery_failed", "dead_letter", "sink_error", "disk_full"})
 FLOOD_LINES_PER_S = 20  # per event
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ progress, stop the engine so queued batches commit, close the store).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import operator
@@ -25,6 +26,7 @@ from typing import ParamSpec, TypeVar
 
 import anyio.to_thread
 
+from app import readiness
 from app import stats as stats_mod
 from app.clock import Clock, SystemClock
 from app.config import Settings
@@ -49,7 +51,13 @@ from app.timer_requests import (
 )
 from app.topic_service import TopicService
 from app.write_batcher import WriteBatcher
-from storage.errors import ConflictError, NotFoundError, StoreClosedError, UnsupportedError
+from storage.errors import (
+    ConflictError,
+    NotFoundError,
+    StoreClosedError,
+    StoreFullError,
+    UnsupportedError,
+)
 from storage.protocol import (
     CancelOutcome,
     HousekeepingReport,
@@ -110,8 +118,23 @@ class TimerService:
 
     @property
     def ready(self) -> bool:
+        return self.unready_reason() is None
+
+    def unready_reason(self) -> str | None:
+        """Why ``/readyz`` answers 503 (``app.readiness``), or None when ready."""
         engine_ok = self.engine is not None and (self.engine.running or not self._run_engine)
-        return self.accepting and self._store is not None and engine_ok
+        started = self.accepting and engine_ok
+        now_ms = self.clock.now_ms()
+        return readiness.unready_reason(self._store, self.engine, started=started, now_ms=now_ms)
+
+    async def readiness(self) -> str | None:
+        """``unready_reason``, after a probe write when the disk was full: a load balancer
+        that stopped sending requests still sees the service back once space is freed."""
+        store = readiness.needs_write_probe(self._store)
+        if store is not None and self.accepting:
+            with contextlib.suppress(StoreFullError):
+                await self.call(store.probe_write)
+        return self.unready_reason()
 
     async def start(self) -> None:
         self.notifier.bind(asyncio.get_running_loop())
@@ -210,6 +233,9 @@ class TimerService:
         self._idle.clear()
         try:
             return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        except StoreFullError as exc:  # a 507 for the client, a line without a trace for us
+            log.error(exc.message, extra={"event": "disk_full", "data_dir": self.settings.data_dir})
+            raise
         finally:
             self._active -= 1
             if not self._active:
@@ -250,7 +276,13 @@ class TimerService:
         if not isinstance(store, SupportsIngest):
             raise UnsupportedError(f"the {store.name} store cannot ingest SST files")
         now_ms = self.clock.now_ms()
-        report = await self.call(store.ingest_staged, stage_dir, replace=replace, now_ms=now_ms)
+        report = await self.call(
+            store.ingest_staged,
+            stage_dir,
+            limits=self.limits.record_limits(),
+            replace=replace,
+            now_ms=now_ms,
+        )
         self.telemetry.ingested(report.added, report.replaced)
         return report
 

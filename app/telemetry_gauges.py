@@ -23,7 +23,7 @@ from app.groups import GroupOffsets
 from app.stats import ServiceStats
 from app.telemetry import MAX_GROUP_SERIES, MAX_TOPIC_SERIES, OTHER, PREFIX
 from storage.errors import StoreClosedError
-from storage.protocol import TimerStore
+from storage.protocol import SupportsWriteHealth, TimerStore
 from storage.rocks.metrics import RocksMetrics
 
 P = PREFIX
@@ -64,6 +64,8 @@ class ServiceGauges(Collector):
         except StoreClosedError:
             return
         yield from _store_gauges(store)
+        if isinstance(store, SupportsWriteHealth):
+            yield from _write_health_gauges(store)
         yield from _group_gauges(store, self.source.groups)
         if self.source.engine is not None:
             yield from _engine_gauges(self.source.engine, now_ms)
@@ -128,7 +130,33 @@ def _group_gauges(store: TimerStore, groups: GroupOffsets) -> Iterator[Metric]:
     yield lag
 
 
+def _write_health_gauges(store: SupportsWriteHealth) -> Iterator[Metric]:
+    yield _gauge(
+        "disk_full",
+        "1 from a store write that found the disk full until one succeeds again, else 0",
+        int(store.disk_full()),
+    )
+    failures = CounterMetricFamily(
+        f"{P}_store_write_errors",
+        "Store writes that failed, by reason (no_space: the disk is full)",
+        labels=["reason"],
+    )
+    counted = store.write_failures()
+    for reason in sorted({"no_space", "other", *counted}):
+        failures.add_metric([reason], counted.get(reason, 0))
+    yield failures
+
+
 def _engine_gauges(engine: Engine, now_ms: int) -> Iterator[Metric]:
+    failing = GaugeMetricFamily(
+        f"{P}_stage_failing_seconds",
+        "How long each engine stage has failed every step (0: its last step succeeded)",
+        labels=["stage"],
+    )
+    by_stage = {name: ms for name, ms, _ in engine.failing_stages(now_ms)}
+    for stage in (engine.scanner.name, engine.dispatcher.name):
+        failing.add_metric([stage], by_stage.get(stage, 0) / 1000)
+    yield failing
     yield _gauge("delivery_queue_depth_timers", "Timers in the delivery queue", engine.queue.depth)
     yield _gauge(
         "delivery_queue_capacity_timers", "Capacity of the delivery queue", engine.queue.capacity

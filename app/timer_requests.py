@@ -21,11 +21,7 @@ import msgspec
 from storage.errors import InvalidInputError, Problem
 from storage.names import all_valid, validate_name
 from storage.protocol import NewTimer
-
-MAX_TIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: far beyond any real delay
-# A delay this long from any time before year 8999 stays below MAX_TIME_MS, so every
-# delay the document allows is accepted (1000 years of 365.25 days).
-MAX_DELAY_MS = 1000 * 31_557_600_000
+from storage.rules import MAX_TIME_MS, RecordLimits, check_headers, check_payload_size
 
 
 class TimerRequest(Protocol):
@@ -59,6 +55,10 @@ class RequestLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Deprecated and ignored: a batch is one atomic store write (all or nothing, a 409
     # included). Still accepted so a configuration that sets it starts; a warning says so.
     store_chunk_timers: int | None = None
+
+    def record_limits(self) -> RecordLimits:
+        """What one timer may carry, as the store's and the pipeline's checks take it."""
+        return RecordLimits(self.max_payload_bytes, self.max_headers, self.max_headers_bytes)
 
 
 # A 422 lists at most this many bad items of a batch (the first ones, by index): enough to
@@ -148,29 +148,8 @@ def _payload(req: TimerRequest, limits: RequestLimits) -> tuple[bytes, bool]:
         except UnicodeEncodeError:
             raise InvalidInputError("payload must be valid UTF-8 text", field="payload") from None
         binary, name = False, "payload"
-    if len(data) > limits.max_payload_bytes:
-        raise InvalidInputError(
-            f"{name} must be at most {limits.max_payload_bytes} bytes, got {len(data)}",
-            field=name,
-        )
+    check_payload_size(len(data), limits.record_limits(), name)
     return data, binary
-
-
-def _check_headers(headers: dict[str, str], limits: RequestLimits) -> None:
-    if len(headers) > limits.max_headers:
-        raise InvalidInputError(
-            f"headers may have at most {limits.max_headers} entries, got {len(headers)}",
-            field="headers",
-        )
-    try:
-        size = sum(len(k.encode()) + len(v.encode()) for k, v in headers.items())
-    except UnicodeEncodeError:
-        raise InvalidInputError("headers must be valid UTF-8 text", field="headers") from None
-    if size > limits.max_headers_bytes:
-        raise InvalidInputError(
-            f"headers must be at most {limits.max_headers_bytes} bytes in all, got {size}",
-            field="headers",
-        )
 
 
 def _deliver_at_ms(req: TimerRequest, now_ms: int) -> int:
@@ -227,7 +206,7 @@ def to_new_timer(
         payload, binary = _payload(req, limits)  # raises, naming the field
     headers = req.headers
     if headers:
-        _check_headers(headers, limits)
+        check_headers(headers, limits.record_limits())
     return NewTimer(req.topic, timer_id, deliver_at_ms, payload, headers or {}, binary)
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
-from storage.errors import TimerStoreError
+from storage.errors import ConflictError, InvalidInputError, TimerStoreError
 from storage.protocol import NewTimer, ScheduleResult, TimerStore
 
 Outcome = ScheduleResult | TimerStoreError
@@ -31,6 +31,7 @@ Outcome = ScheduleResult | TimerStoreError
 RunInThread = Callable[..., Awaitable[list[Outcome]]]
 Waiting = tuple[NewTimer, int, "asyncio.Future[ScheduleResult]"]  # timer, now_ms, its answer
 DEFAULT_MAX_ITEMS = 1000  # a group's WriteBatch stays far below the GIL-holding sizes
+ITEM_ERRORS = (ConflictError, InvalidInputError)  # errors that belong to one timer
 
 
 def write_group(store: TimerStore, timers: Sequence[NewTimer], now_ms: int) -> list[Outcome]:
@@ -40,7 +41,7 @@ def write_group(store: TimerStore, timers: Sequence[NewTimer], now_ms: int) -> l
     """
     try:
         return list(store.schedule(timers, now_ms))
-    except TimerStoreError:
+    except ITEM_ERRORS:  # one timer's fault; a store-wide one (a full disk) is everyone's
         if len(timers) == 1:
             raise
     outcomes: list[Outcome] = []

@@ -92,7 +92,7 @@ def run_spark(path: str, work: str, n: int) -> dict[str, Any]:
             limits=limits_of(RequestLimits()),
         )
     store = RocksTimerStore(RocksSettings(os.path.join(work, "rocks")))
-    report = store.ingest_staged(summary.stage_dir)
+    report = store.ingest_staged(summary.stage_dir, limits=limits_of(RequestLimits()))
     pending = store.stats().pending
     store.close()
     seconds = time.perf_counter() - started

@@ -18,11 +18,11 @@ from typing import Any
 import msgspec
 
 from app.config import Settings, load_settings
-from app.timer_requests import MAX_TIME_MS
 from pipeline.csv_input import check_csv_headers
 from pipeline.importer import FORMATS, guess_format
 from pipeline.input_files import check_input_files
 from storage.errors import ConfigError, InvalidInputError, StoreOpenError
+from storage.rules import MAX_TIME_MS
 
 EXIT_BAD_INPUT = 2  # a bad argument, setting or input (as argparse's usage errors)
 EXIT_STORE_UNAVAILABLE = 3  # the data directory cannot be opened (as ``timerstore serve``)
@@ -222,7 +222,10 @@ def run_import_command(args: argparse.Namespace) -> int:
         _progress(f"staged {summary.timers} timers in {summary.files} files; ingesting")
         if store is not None:
             report: Any = store.ingest_staged(
-                summary.stage_dir, replace=args.replace, now_ms=now_ms
+                summary.stage_dir,
+                limits=limits_of(settings.limits),
+                replace=args.replace,
+                now_ms=now_ms,
             )
         else:
             report = ingest_client.post_ingest(

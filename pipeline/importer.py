@@ -205,7 +205,7 @@ def run_import(
 
 def limits_of(request: RequestLimits) -> Limits:
     """The service's request limits, as the executors check them on every row."""
-    return Limits(request.max_payload_bytes, request.max_headers, request.max_headers_bytes)
+    return request.record_limits()
 
 
 class _Phases:

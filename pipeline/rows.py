@@ -28,11 +28,11 @@ from typing import Any
 
 import msgspec
 
-from app.timer_requests import MAX_DELAY_MS, MAX_TIME_MS
 from storage import records
 from storage.errors import InvalidInputError
 from storage.names import validate_name
 from storage.rocks import keys as layout
+from storage.rules import MAX_DELAY_MS, MAX_TIME_MS, RecordLimits
 
 MAX_MS = MAX_TIME_MS  # 9999-12-31T23:59:59.999Z: the API's limit (and MAX_DELAY_MS its delay's)
 COLUMNS = ("topic", "id", "deliver_at_ms", "delay_ms", "payload", "payload_b64", "headers")
@@ -44,16 +44,9 @@ _DIGITS = re.compile(r"[0-9]+")  # ASCII only: str.isdigit() and int() also take
 _EXACT = 2**53  # beyond this a float does not spell one integer (as the API's decoder)
 
 
-class Limits(msgspec.Struct, frozen=True):
-    """The request limits a row must keep, shipped to the executors.
-
-    No defaults here: the driver builds it from the service's settings
-    (``pipeline.importer.limits_of(settings.limits)``), the one place they are set.
-    """
-
-    max_payload_bytes: int
-    max_headers: int
-    max_headers_bytes: int
+# The limits a row must keep, shipped to the executors: the store's rule's own struct,
+# built by the driver from the service's settings (``pipeline.importer.limits_of``).
+Limits = RecordLimits
 
 
 class JobTimes(msgspec.Struct, frozen=True):

@@ -119,6 +119,13 @@ class StoreCorruptError(TimerStoreError):
     code = "store_corrupt"
 
 
+class StoreFullError(TimerStoreError):
+    """The disk under the store has no space left: the write was refused and nothing of
+    it stored. Writes succeed again by themselves once space is freed."""
+
+    code = "disk_full"
+
+
 class StoreClosedError(TimerStoreError):
     """The store is closed or shutting down; retry against a running service."""
 

@@ -15,6 +15,7 @@ import msgspec
 
 from storage.control import ControlStore
 from storage.records import TimerRecord
+from storage.rules import RecordLimits
 
 LOG_SINK = "log"
 """The embedded topic log's sink name: ``commit_delivered(..., sink=LOG_SINK)`` appends."""
@@ -153,10 +154,33 @@ class SupportsIngest(Protocol):
     """A store that can take a bulk import's staged, sorted files (the RocksDB store)."""
 
     def ingest_staged(
-        self, stage_dir: str, *, replace: bool = False, now_ms: int | None = None
+        self,
+        stage_dir: str,
+        *,
+        limits: RecordLimits,
+        replace: bool = False,
+        now_ms: int | None = None,
     ) -> IngestReport:
         """``now_ms``: the time of the ingest, so that a clock stepped back since the store
-        last scanned does not delay the past-due timers it brings (as ``schedule``)."""
+        last scanned does not delay the past-due timers it brings (as ``schedule``).
+        ``limits``: what each staged timer may carry; every staged entry is checked with
+        them (and the rest of ``storage.rules``) before any is added."""
+        ...
+
+
+@runtime_checkable
+class SupportsWriteHealth(Protocol):
+    """A store that tells when its disk is full (the RocksDB store): a write then raises
+    StoreFullError, and ``disk_full`` stays True until a write succeeds again."""
+
+    def disk_full(self) -> bool: ...
+
+    def write_failures(self) -> dict[str, int]:
+        """Failed writes since the store opened, by reason (``no_space``, ``other``)."""
+        ...
+
+    def probe_write(self) -> None:
+        """One small durable write, to learn whether space is back."""
         ...
 
 

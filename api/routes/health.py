@@ -36,13 +36,19 @@ async def healthz() -> Response:
     response_class=MsgspecJSONResponse,
     responses={
         200: {"description": "ready", **_HEALTH},
-        503: {"description": "starting or shutting down", **_HEALTH},
+        503: {
+            "description": "starting or shutting down, the disk full, or a stage of the "
+            "engine failing for longer than engine.stage_failure_unready_ms (`reason` says "
+            "which)",
+            **_HEALTH,
+        },
     },
 )
 async def readyz(request: Request) -> Response:
-    if service_of(request).ready:
+    reason = await service_of(request).readiness()
+    if reason is None:
         return MsgspecJSONResponse(Health("ready"))
-    return MsgspecJSONResponse(Health("not_ready"), status_code=503)
+    return MsgspecJSONResponse(Health("not_ready", reason), status_code=503)
 
 
 router.add_api_route(

@@ -66,6 +66,7 @@ def lateness_of(batch: Sequence[DueTimer], delivered_ms: int) -> list[int]:
 
 class Dispatcher(StageThread):
     name = "timerstore-dispatcher"
+    idle_step_ends_failure = False  # an empty queue says nothing of the commits
 
     def __init__(
         self,
@@ -122,11 +123,12 @@ class Dispatcher(StageThread):
             try:
                 if sink.wait_settled(SETTLER_WAIT_S):
                     self._settle_collected(None)
-            except Exception:  # the top of a thread loop: log, back off one wait, go on
+            except Exception as exc:  # the top of a thread loop: log, back off one wait, go on
                 # logged as the dispatcher's (docs/operations.md names the stages)
                 log.exception(
                     "%s settling failed", self.name, extra={"event": "error", "stage": self.name}
                 )
+                self.note_failure(exc)
                 self._stop.wait(SETTLER_WAIT_S)
 
     def _settle_collected(self, now_ms: int | None) -> None:

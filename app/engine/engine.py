@@ -34,6 +34,9 @@ class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     backoff_max_ms: int = 600_000
     lateness_window: int = 100_000
     stop_drain_ms: int = 10_000  # on stop, queued batches may commit for this long
+    # /readyz answers 503 once a stage (scanner, dispatcher) has failed every step for
+    # longer than this, and 200 again after its first step that succeeds
+    stage_failure_unready_ms: int = 5_000
 
 
 class Engine:
@@ -77,6 +80,16 @@ class Engine:
     @property
     def running(self) -> bool:
         return self.scanner.running and self.dispatcher.running
+
+    def failing_stages(self, now_ms: int) -> list[tuple[str, int, str]]:
+        """(stage, milliseconds it has failed every step for, its last error) of each
+        stage in a run of failed steps."""
+        found = []
+        for stage in (self.scanner, self.dispatcher):
+            since_ms = stage.failing_since_ms  # once: the stage's thread may clear it
+            if since_ms is not None:
+                found.append((stage.name, max(0, now_ms - since_ms), stage.last_error or ""))
+        return found
 
     def start(self) -> None:
         """Start the stages from the sink up, so nothing is handed to a stage not yet open."""

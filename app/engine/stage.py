@@ -15,14 +15,31 @@ class StageThread:
 
     Subclasses implement ``step() -> bool`` (True when it did work, so the loop goes
     on at once) and ``idle()`` (how to wait when there was nothing to do).
+
+    A step that raises starts (or continues) a failure: ``failing_since_ms`` is when the
+    first of an unbroken run of failed steps began, ``last_error`` what the last one
+    raised. A step that returns ends it, unless it found nothing to do and
+    ``idle_step_ends_failure`` is False (the dispatcher: a turn with an empty queue says
+    nothing of whether its commits work again). Readiness reads them (``app.service``).
     """
 
     name = "stage"
+    idle_step_ends_failure = True
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.failing_since_ms: int | None = None
+        self.last_error: str | None = None
+
+    def note_failure(self, exc: BaseException) -> None:
+        if self.failing_since_ms is None:
+            self.failing_since_ms = self.clock.now_ms()
+        self.last_error = f"{type(exc).__name__}: {exc}"
+
+    def note_success(self) -> None:
+        self.failing_since_ms = None
 
     def start(self) -> None:
         if self._thread is not None:
@@ -45,11 +62,15 @@ class StageThread:
         while not self._stop.is_set():
             try:
                 worked = self.step()
-            except Exception:  # the top of a thread loop: log, back off one tick, go on
+            except Exception as exc:  # the top of a thread loop: log, back off one tick, go on
                 log.exception(
                     "%s step failed", self.name, extra={"event": "error", "stage": self.name}
                 )
+                self.note_failure(exc)
                 worked = False
+            else:
+                if worked or self.idle_step_ends_failure:
+                    self.note_success()
             if not worked:
                 self.idle(self._stop)
 

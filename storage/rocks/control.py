@@ -23,19 +23,19 @@ class RocksControl:
         return cast(bytes | None, family.get(control_key(space, name)))
 
     def put(self, space: str, name: str, value: bytes) -> None:
-        db, _, write_options = self._core.control_parts()
+        db, _, _ = self._core.control_parts()
         batch = rd.WriteBatch(raw_mode=True)
         batch.put(control_key(space, name), value, db.get_column_family_handle("control"))
-        db.write(batch, write_options)
+        self._core.write(batch)  # the store's write: a full disk is a StoreFullError
 
     def delete(self, space: str, name: str) -> bool:
-        db, family, write_options = self._core.control_parts()
+        db, family, _ = self._core.control_parts()
         key = control_key(space, name)
         if family.get(key) is None:
             return False
         batch = rd.WriteBatch(raw_mode=True)
         batch.delete(key, db.get_column_family_handle("control"))
-        db.write(batch, write_options)
+        self._core.write(batch)  # the store's write: a full disk is a StoreFullError
         return True
 
     def scan(self, space: str, prefix: str = "") -> list[tuple[str, bytes]]:

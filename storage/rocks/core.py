@@ -33,7 +33,15 @@ import rocksdict as rd
 from storage.errors import StoreClosedError
 from storage.rocks import keys as layout
 from storage.rocks.counters import DEAD_LETTERS_COUNTED_KEY, CounterDelta, Counters
-from storage.rocks.db import RocksHandles, RocksSettings, iter_keys, multi_get, open_db
+from storage.rocks.db import (
+    RocksHandles,
+    RocksSettings,
+    WriteHealth,
+    iter_keys,
+    multi_get,
+    open_db,
+    write_batch,
+)
 
 # how far a writer's time may lie behind the scan cursor before it is taken for a clock
 # stepped back (see RocksCore.follow_clock): a request's time is read before it waits
@@ -92,11 +100,12 @@ class RocksCore:
         return self._h is None
 
     def write(self, batch: rd.WriteBatch, delta: CounterDelta | None = None) -> None:
-        """Write one atomic batch with the counter changes staged into it (lock held)."""
+        """Write one atomic batch with the counter changes staged into it (the lock held
+        when there are any); StoreFullError when the disk is full (``h.health`` notes it)."""
         h = self.handles
         if delta is not None:
             delta.stage(batch, h.handles["meta"])
-        h.db.write(batch, h.write_options)
+        write_batch(h, batch)
         if delta is not None:
             delta.apply()
 
@@ -176,6 +185,10 @@ class RocksCore:
         """(database, the ``control`` family, write options) for ``storage.rocks.control``."""
         h = self.handles
         return h.db, h.cfs["control"], h.write_options
+
+    @property
+    def write_health(self) -> WriteHealth:
+        return self.handles.health
 
     @contextmanager
     def reading(self) -> Iterator[RocksHandles]:

@@ -26,6 +26,7 @@ LOG_START_KEY_PREFIX = b"log_start:"
 WATERMARK_KEY = b"watermark_ms"
 # set once dead_lettered was recounted from the entries (RocksCore._count_dead_letters_once)
 DEAD_LETTERS_COUNTED_KEY = b"dead_letters_counted"
+WRITE_PROBE_KEY = b"write_probe"  # RocksTimerStore.probe_write writes it; nothing reads it
 
 
 @dataclass

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import rocksdict as rd
 
-from storage.errors import StoreFormatError, StoreOpenError
+from storage.errors import StoreFormatError, StoreFullError, StoreOpenError
 
 rd_key = Any  # the binding's key union; raw mode only ever sees bytes
 
@@ -61,6 +62,15 @@ class RocksSettings:
 
 
 @dataclass
+class WriteHealth:
+    """How the store's writes fare, for readiness and ``/metrics``: whether the last write
+    found the disk full (until a write succeeds again) and the failed writes by reason."""
+
+    no_space: bool = False
+    failures: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
 class RocksHandles:
     """The open database and one (Rdict, ColumnFamily handle) pair per family."""
 
@@ -69,6 +79,8 @@ class RocksHandles:
     write_options: rd.WriteOptions
     cfs: dict[str, rd.Rdict]
     handles: dict[str, rd.ColumnFamily]
+    path: str = ""
+    health: WriteHealth = field(default_factory=WriteHealth)
 
     def close(self) -> None:
         # close() keeps the LOCK while derived objects live: drop them first.
@@ -204,6 +216,10 @@ def open_db(settings: RocksSettings) -> RocksHandles:
     options.create_missing_column_families(True)
     options.increase_parallelism(2)
     options.set_db_write_buffer_size(settings.write_buffer_total_bytes)
+    # the default family holds nothing of ours; its memtable size (RocksDB's 64 MiB) would
+    # set the free space RocksDB waits for before it clears a full disk's error by itself
+    # (its "required disk buffer": the largest memtable of any family)
+    options.set_write_buffer_size(settings.write_buffer_bytes)
     if settings.statistics:
         options.enable_statistics()
     families = {name: _family_options(settings, cache, name) for name in FAMILIES}
@@ -216,7 +232,7 @@ def open_db(settings: RocksSettings) -> RocksHandles:
     write_options.disable_wal = settings.disable_wal  # type: ignore[method-assign,assignment]
     cfs = {name: db.get_column_family(name) for name in FAMILIES}
     handles = {name: db.get_column_family_handle(name) for name in FAMILIES}
-    h = RocksHandles(db, options, write_options, cfs, handles)
+    h = RocksHandles(db, options, write_options, cfs, handles, settings.path)
     try:
         _check_format(settings.path, cfs["meta"])
     except StoreFormatError:
@@ -232,6 +248,41 @@ def read_ticker(options: rd.Options, name: str) -> int:
         if line.startswith(name + " COUNT"):
             return int(line.rsplit(":", 1)[1])
     return 0
+
+
+NO_SPACE = "No space left on device"  # strerror(ENOSPC), in RocksDB's "IO error: ..." text
+
+
+def no_space(exc: Exception) -> bool:
+    """Whether a RocksDB error is the disk's ENOSPC (the binding raises one bare Exception
+    type for every RocksDB error: its text tells them apart)."""
+    return NO_SPACE in str(exc)
+
+
+def full_disk_error(path: str, exc: Exception) -> StoreFullError:
+    return StoreFullError(
+        f"the disk under the store ({path}) is full: the write was refused and nothing of "
+        f"it stored; writes succeed again once space is freed ({exc})"
+    )
+
+
+def write_batch(h: RocksHandles, batch: rd.WriteBatch) -> None:
+    """``db.write``, noted in ``h.health``; StoreFullError when the disk is full (ENOSPC)."""
+    try:
+        h.db.write(batch, h.write_options)
+    except Exception as exc:  # the binding raises a bare Exception for every RocksDB error
+        raise write_failed(h, exc) from exc
+    h.health.no_space = False
+
+
+def write_failed(h: RocksHandles, exc: Exception) -> Exception:
+    """What a failed write raises (StoreFullError for ENOSPC, else ``exc``), noted."""
+    if no_space(exc):
+        h.health.no_space = True
+        h.health.failures["no_space"] += 1
+        return full_disk_error(h.path, exc)
+    h.health.failures["other"] += 1
+    return exc
 
 
 def multi_get(cf: rd.Rdict, keys: list[bytes]) -> list[bytes | None]:

@@ -24,6 +24,7 @@ from storage.errors import ConflictError, NotFoundError
 from storage.names import validate_name
 from storage.protocol import LOG_SINK, DueTimer, ScheduleResult, TimerState
 from storage.rocks import keys as layout
+from storage.rocks import undecodable
 from storage.rocks.core import CLOCK_STEP_TOLERANCE_MS, RocksCore
 from storage.rocks.counters import SINK_TOTAL_PREFIX, CounterDelta
 from storage.rocks.db import iter_items, multi_get
@@ -62,7 +63,12 @@ def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
             add_key(key)
             add_value(value)
         del timers
-        out = due_timers(keys, values)
+        try:
+            out = due_timers(keys, values)
+        except msgspec.DecodeError:  # a record that does not decode: no stall for the rest
+            keys, values, bad = undecodable.decodable(keys, values)
+            undecodable.dead_letter_undecodable(core, bad, now_ms)
+            out = due_timers(keys, values)
         in_flight.update(keys)
         if keys and clean:
             core.clean_ranges[keys[0]] = (keys[-1], len(keys))

@@ -15,7 +15,7 @@ from storage.protocol import HousekeepingReport
 from storage.rocks import keys as layout
 from storage.rocks.core import RocksCore
 from storage.rocks.counters import CounterDelta
-from storage.rocks.db import RocksHandles, multi_get
+from storage.rocks.db import RocksHandles, multi_get, write_batch
 from storage.rocks.reads import bounded_iter
 
 CHUNK = 4096
@@ -70,12 +70,12 @@ def expire_done(h: RocksHandles, older_than_ms: int) -> int:
         expired += _expire_page(h, batch, records.decode_journal_page(it.value()))
         batch.delete(it.key(), h.handles["journal"])
         if len(batch) >= CHUNK:
-            h.db.write(batch, h.write_options)
+            write_batch(h, batch)
             batch = rd.WriteBatch(raw_mode=True)
         it.next()
     del it
     if len(batch):
-        h.db.write(batch, h.write_options)
+        write_batch(h, batch)
     return expired
 
 

@@ -2,7 +2,10 @@
 
 A staged directory holds sorted SST files for the ``timers`` and ``ids`` families, written
 by the Spark import (``pipeline``) with exactly the codec's keys and values, and a
-``manifest.json`` describing them. ``ingest_staged`` links the files into the live
+``manifest.json`` describing them. ``ingest_staged`` first reads every staged entry back
+and checks it with the rules a schedule keeps (``storage.rocks.staged``): a file RocksDB
+cannot read or a single bad record refuses the whole ingest (InvalidInputError naming
+the file and the key, a 422), and nothing is added. It then links the files into the live
 database with ``ingest_external_file`` (no memtable, no WAL, no compaction of random
 writes) and then repairs, in small WriteBatches under the store lock, what an immutable
 file cannot know about the live store:
@@ -28,11 +31,8 @@ pending counter short; the import summary says which (topic, id) were involved.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 
 import msgspec
 import rocksdict as rd
@@ -42,8 +42,10 @@ from storage.protocol import IngestReport, Skipped
 from storage.rocks import keys as layout
 from storage.rocks.core import CLOCK_STEP_TOLERANCE_MS, RocksCore
 from storage.rocks.counters import CounterDelta
-from storage.rocks.db import RocksHandles, iter_items, multi_get
+from storage.rocks.db import RocksHandles, multi_get, write_failed
 from storage.rocks.reads import BoundedIter
+from storage.rocks.staged import StagedFamily, check_staged, read_back
+from storage.rules import RecordLimits
 
 MANIFEST = "manifest.json"
 FAMILIES = ("timers", "ids")
@@ -173,46 +175,51 @@ class _Conflicts:
 
 
 def ingest_staged(
-    core: RocksCore, stage_dir: str, *, replace: bool = False, now_ms: int | None = None
+    core: RocksCore,
+    stage_dir: str,
+    *,
+    limits: RecordLimits,
+    replace: bool = False,
+    now_ms: int | None = None,
 ) -> IngestReport:
-    """Ingest a staged import into ``store``; see the module docstring for the rules."""
+    """Ingest a staged import into ``store``; see the module docstring for the rules.
+
+    Every staged entry is read back and checked first (``storage.rocks.staged``, with
+    ``limits``): a file RocksDB cannot read or a record a schedule would refuse is an
+    InvalidInputError naming the file and the key, and nothing is ingested.
+    """
     started = time.perf_counter()
     manifest = read_manifest(stage_dir)
-    files = {
-        family: [
-            os.path.join(stage_dir, f.path)
-            for f in sorted(manifest.files, key=lambda f: f.first_key)
-            if f.family == family
-        ]
-        for family in FAMILIES
-    }
-    first_keys = [bytes.fromhex(f.first_key) for f in manifest.files if f.family == "timers"]
-    with core.lock:
-        h = core.handles  # under the lock: a close() that won it raises StoreClosedError
-        if now_ms is not None:  # a clock stepped back: past-due rows are due now, not later
-            core.follow_clock(now_ms, CLOCK_STEP_TOLERANCE_MS)
-        if first_keys:  # staged keys may fall inside a scanned, not yet committed range
-            core.note_key_written(min(first_keys))
-        conflicts = _find_conflicts(core, stage_dir, files["ids"])
-        restore = _old_values(h, conflicts, replace)
-        options = rd.IngestExternalFileOptions()
-        options.set_move_files(True)  # a hard link; RocksDB copies across filesystems
-        for family in FAMILIES:
-            if files[family]:
-                h.cfs[family].ingest_external_file(files[family], options)
-        replaced = _repair_conflicts(core, manifest, conflicts, restore, replace)
-        moved, rewound = _respect_cursor(core, min(first_keys)) if first_keys else (0, False)
+    with read_back(stage_dir, [(f.family, f.path) for f in manifest.files]) as staged:
+        entries = {(f.family, f.path): f.entries for f in manifest.files}
+        check_staged(staged, entries, manifest.pending_by_topic, limits)
+        files = {
+            family: [os.path.join(stage_dir, path) for path in staged.families[family].paths]
+            for family in FAMILIES
+        }
+        first_key = staged.timers.firsts[0] if staged.timers.firsts else None
+        with core.lock:
+            h = core.handles  # under the lock: a close() that won it raises StoreClosedError
+            if now_ms is not None:  # a clock stepped back: past-due rows are due now, not later
+                core.follow_clock(now_ms, CLOCK_STEP_TOLERANCE_MS)
+            if first_key is not None:  # staged keys may fall inside a scanned, uncommitted range
+                core.note_key_written(first_key)
+            conflicts = _find_conflicts(core, staged.ids)
+            restore = _old_values(h, conflicts, replace)
+            _link_in(core, files)
+            replaced = _repair_conflicts(core, manifest, conflicts, restore, replace)
+            moved, rewound = _respect_cursor(core, first_key) if first_key else (0, False)
     skipped = [
         *((i, "pending") for i, _, _ in ([] if replace else conflicts.pending)),
         *((i, "in_flight") for i, _, _ in conflicts.in_flight),
         *((i, "delivered") for i, _, _ in conflicts.delivered),
     ]
-    staged = sum(manifest.pending_by_topic.values())
+    staged_count = sum(manifest.pending_by_topic.values())
     return IngestReport(
         files=len(manifest.files),
         bytes=sum(f.bytes for f in manifest.files),
-        staged=staged,
-        added=staged - len(conflicts),
+        staged=staged_count,
+        added=staged_count - len(conflicts),
         replaced=replaced,
         skipped=len(skipped),
         skipped_by_reason=dict(Counter(reason for _, reason in skipped)),
@@ -221,6 +228,20 @@ def ingest_staged(
         cursor_rewound=rewound,
         seconds=round(time.perf_counter() - started, 3),
     )
+
+
+def _link_in(core: RocksCore, files: dict[str, list[str]]) -> None:
+    """The checked files into the live families (StoreFullError when the disk is full)."""
+    options = rd.IngestExternalFileOptions()
+    options.set_move_files(True)  # a hard link; RocksDB copies across filesystems
+    for family in FAMILIES:
+        if not files[family]:
+            continue
+        h = core.handles
+        try:
+            h.cfs[family].ingest_external_file(files[family], options)
+        except Exception as exc:  # the binding raises a bare Exception for every RocksDB error
+            raise write_failed(h, exc) from exc
 
 
 def _store_is_empty(h: RocksHandles, pending: int) -> bool:
@@ -233,40 +254,12 @@ def _store_is_empty(h: RocksHandles, pending: int) -> bool:
     return empty
 
 
-def _staged_ids(stage_dir: str, paths: list[str]) -> Iterator[list[tuple[bytes, bytes]]]:
-    """The staged ids entries in chunks, read back through a scratch database.
-
-    rocksdict has no SST reader, so the ids files are copied into a throwaway database
-    in the staged directory (the originals stay for the real ingestion).
-    """
-    scratch = tempfile.mkdtemp(prefix=".conflicts-", dir=stage_dir)
-    options = rd.Options(raw_mode=True)
-    options.create_if_missing(True)
-    db = rd.Rdict(scratch, options)
-    try:
-        copy = rd.IngestExternalFileOptions()
-        copy.set_move_files(False)
-        db.ingest_external_file(paths, copy)
-        chunk: list[tuple[bytes, bytes]] = []
-        for key, value in iter_items(db, b""):
-            chunk.append((key, value))
-            if len(chunk) >= CHUNK:
-                yield chunk
-                chunk = []
-        if chunk:
-            yield chunk
-    finally:
-        db.close()
-        del db
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _find_conflicts(core: RocksCore, stage_dir: str, id_paths: list[str]) -> _Conflicts:
+def _find_conflicts(core: RocksCore, staged_ids: StagedFamily) -> _Conflicts:
     h = core.handles
     conflicts = _Conflicts()
-    if not id_paths or _store_is_empty(h, sum(core.counters.pending_by_topic.values())):
+    if not staged_ids.cfs or _store_is_empty(h, sum(core.counters.pending_by_topic.values())):
         return conflicts
-    for chunk in _staged_ids(stage_dir, id_paths):
+    for chunk in staged_ids.chunks():
         idents = [ident for ident, _ in chunk]
         old_values = multi_get(h.cfs["ids"], idents)
         delivered = core.delivered_in_ranges(

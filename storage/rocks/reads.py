@@ -11,6 +11,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import cast
 
+import msgspec
 import rocksdict as rd
 
 from storage import records
@@ -18,6 +19,7 @@ from storage.cursors import PageBudget, decode_cursor, encode_cursor
 from storage.errors import StoreCorruptError
 from storage.protocol import LoggedMessage, TimerPage, TimerState, TimerView
 from storage.rocks import keys as layout
+from storage.rocks import undecodable
 from storage.rocks.db import RocksHandles, iter_items, iter_keys, multi_get
 from storage.rocks.ranges import delivered_by_range
 
@@ -57,7 +59,10 @@ bounded_iter = BoundedIter
 
 def pending_view(key: bytes, value: bytes, in_flight: set[bytes]) -> TimerView:
     key_ms, topic, timer_id = layout.decode_timer_key(key)
-    r = records.decode_record(value)
+    try:
+        r = records.decode_record(value)
+    except msgspec.DecodeError as exc:  # ValidationError included
+        return undecodable.view(key, value, exc, in_flight)
     state = TimerState.IN_FLIGHT if key in in_flight else TimerState.PENDING
     return TimerView(
         topic,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import rocksdict as rd
+
 from storage.errors import InvalidInputError
 from storage.names import validate_name
 from storage.protocol import (
@@ -30,9 +32,10 @@ from storage.rocks import delivery, housekeeping, ingest, reads, writes
 from storage.rocks import keys as layout
 from storage.rocks.control import RocksControl
 from storage.rocks.core import RocksCore
-from storage.rocks.counters import SINK_TOTAL_PREFIX
+from storage.rocks.counters import SINK_TOTAL_PREFIX, WRITE_PROBE_KEY
 from storage.rocks.db import RocksHandles, RocksSettings, read_ticker
 from storage.rocks.metrics import RocksMetrics, read_metrics
+from storage.rules import RecordLimits
 
 
 class RocksTimerStore:
@@ -200,10 +203,33 @@ class RocksTimerStore:
         return housekeeping.housekeep(self._core, now_ms)
 
     def ingest_staged(
-        self, stage_dir: str, *, replace: bool = False, now_ms: int | None = None
+        self,
+        stage_dir: str,
+        *,
+        limits: RecordLimits,
+        replace: bool = False,
+        now_ms: int | None = None,
     ) -> IngestReport:
         """Ingest a bulk import's staged SST files (see ``storage.rocks.ingest``)."""
-        return ingest.ingest_staged(self._core, stage_dir, replace=replace, now_ms=now_ms)
+        return ingest.ingest_staged(
+            self._core, stage_dir, limits=limits, replace=replace, now_ms=now_ms
+        )
+
+    # ----------------------------------------------------------------- write health
+    def disk_full(self) -> bool:
+        """Whether the last write found the disk full (until a write succeeds again)."""
+        return self._core.write_health.no_space
+
+    def write_failures(self) -> dict[str, int]:
+        """Failed writes since the store opened, by reason (``no_space``, ``other``)."""
+        return dict(self._core.write_health.failures)
+
+    def probe_write(self) -> None:
+        """One small durable write (a ``meta`` key): ``disk_full`` turns False once one
+        succeeds; StoreFullError while the disk is still full."""
+        batch = rd.WriteBatch(raw_mode=True)
+        batch.put(WRITE_PROBE_KEY, layout.u64(0), self.handles.handles["meta"])
+        self._core.write(batch)
 
     def flush(self) -> None:
         """Flush every column family's memtable to SST files (rocksdict's flush is per family)."""

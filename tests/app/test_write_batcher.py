@@ -15,7 +15,7 @@ from app.clock import FakeClock
 from app.config import load_settings
 from app.service import TimerService
 from app.stores import open_store
-from storage.errors import ConflictError, StoreClosedError
+from storage.errors import ConflictError, StoreClosedError, StoreFullError
 from storage.protocol import NewTimer, ScheduleResult, TimerStore
 
 T0_MS = 1_700_000_000_000
@@ -143,5 +143,26 @@ def test_each_caller_gets_its_own_server_made_id(tmp_path: Path, count: int) -> 
         answers = await asyncio.gather(*(service.schedule_one(Req("t")) for _ in range(count)))
         ids = [r.id for r, _ in answers]
         assert len(set(ids)) == count and all(t.id == r.id for r, t in answers)
+
+    _run(tmp_path, body)
+
+
+def test_a_store_wide_error_is_every_callers_without_writing_each_alone(tmp_path: Path) -> None:
+    """A full disk refuses the whole group: each caller gets it from that one call, and the
+    group is not written again timer by timer (that fallback is for one timer's fault)."""
+
+    async def body(service: TimerService, clock: FakeClock, store: CountingStore) -> None:
+        def full(timers: list[NewTimer], now_ms: int) -> list[ScheduleResult]:
+            store.schedule_sizes.append(len(timers))
+            raise StoreFullError("no space left on device")
+
+        store.schedule = full  # type: ignore[method-assign]
+        answers = await asyncio.gather(
+            *(service.schedule_one(Req("orders", f"f{i}")) for i in range(20)),
+            return_exceptions=True,
+        )
+        assert all(isinstance(a, StoreFullError) for a in answers), answers
+        assert len(store.schedule_sizes) < 20  # grouped, and no one-by-one retry
+        assert sum(store.schedule_sizes) == 20
 
     _run(tmp_path, body)

@@ -30,11 +30,31 @@ def stage(
     for r in rows:
         e = encode_row(r, times, LIMITS)
         winners[e.ident_key] = e
+    return stage_pairs(
+        stage_dir,
+        {
+            "ids": sorted((e.ident_key, e.ids_value) for e in winners.values()),
+            "timers": sorted((e.timer_key, e.timer_value) for e in winners.values()),
+        },
+        dict(Counter(e.topic for e in winners.values())),
+        now_ms=now_ms,
+        floor_ms=floor_ms,
+        parts=parts,
+    )
+
+
+def stage_pairs(
+    stage_dir: Path,
+    families: dict[str, list[tuple[bytes, bytes]]],
+    pending_by_topic: dict[str, int],
+    *,
+    now_ms: int = NOW,
+    floor_ms: int = 0,
+    parts: int = 2,
+) -> Manifest:
+    """Sorted (key, value) pairs of each family as ``parts`` SSTs a family, and a manifest."""
     files = []
-    for family, pairs in (
-        ("ids", sorted((e.ident_key, e.ids_value) for e in winners.values())),
-        ("timers", sorted((e.timer_key, e.timer_value) for e in winners.values())),
-    ):
+    for family, pairs in families.items():
         size = max(1, -(-len(pairs) // parts))
         for p in range(parts):
             chunk = pairs[p * size : (p + 1) * size]
@@ -43,10 +63,7 @@ def stage(
             ):
                 files.append(StagedFile(f, path, n, nbytes, first.hex(), last.hex()))
     manifest = Manifest(
-        created_at_ms=now_ms,
-        floor_ms=floor_ms,
-        files=files,
-        pending_by_topic=dict(Counter(e.topic for e in winners.values())),
+        created_at_ms=now_ms, floor_ms=floor_ms, files=files, pending_by_topic=pending_by_topic
     )
     write_manifest(str(stage_dir), manifest)
     return manifest

@@ -30,7 +30,7 @@ def _import(spark, tmp_path: Path):
         partitions=2,
     )
     store = RocksTimerStore(RocksSettings(str(tmp_path / "rocks")))
-    store.ingest_staged(summary.stage_dir)
+    store.ingest_staged(summary.stage_dir, limits=LIMITS)
     return summary, store
 
 

@@ -108,7 +108,7 @@ def imported(spark, tmp_path_factory):
         partitions=4,
     )
     store = RocksTimerStore(RocksSettings(str(base / "rocks")))
-    report = store.ingest_staged(summary.stage_dir)
+    report = store.ingest_staged(summary.stage_dir, limits=LIMITS)
     yield {"rows": rows, "winners": winners, "rejects": rejects, "summary": summary}, store, report
     store.close()
 

@@ -13,7 +13,7 @@ from storage.errors import InvalidInputError
 from storage.protocol import LOG_SINK, NewTimer, TimerState
 from storage.rocks import RocksSettings, RocksTimerStore
 from storage.rocks.ingest import MANIFEST
-from tests.pipeline.helpers import NOW, family_items, pending_from_meta, row, stage
+from tests.pipeline.helpers import LIMITS, NOW, family_items, pending_from_meta, row, stage
 
 
 def new_timer(r: dict) -> NewTimer:
@@ -30,7 +30,7 @@ def store(tmp_path):
 def test_ingest_into_a_fresh_store_writes_what_schedule_writes(tmp_path, store):
     rows = [row(f"t{i % 3}", f"id{i}", NOW + (i * 7919) % 5000, f"x{i}") for i in range(1000)]
     stage(tmp_path / "stage", rows)
-    report = store.ingest_staged(str(tmp_path / "stage"))
+    report = store.ingest_staged(str(tmp_path / "stage"), limits=LIMITS)
     reference = RocksTimerStore(RocksSettings(str(tmp_path / "ref")))
     reference.schedule([new_timer(r) for r in rows], NOW)
     assert family_items(store, "timers") == family_items(reference, "timers")
@@ -70,7 +70,7 @@ IMPORT = [
 def test_pending_in_flight_and_delivered_identities_are_skipped_and_reported(tmp_path, store):
     _store_with_history(store)
     stage(tmp_path / "stage", IMPORT)
-    report = store.ingest_staged(str(tmp_path / "stage"))
+    report = store.ingest_staged(str(tmp_path / "stage"), limits=LIMITS)
     assert (report.added, report.replaced, report.skipped) == (1, 0, 4)
     assert report.skipped_by_reason == {"pending": 2, "in_flight": 1, "delivered": 1}
     assert {(s.id, s.reason) for s in report.skipped_sample} == {
@@ -94,7 +94,7 @@ def test_pending_in_flight_and_delivered_identities_are_skipped_and_reported(tmp
 def test_replace_swaps_pending_timers_but_never_in_flight_or_delivered(tmp_path, store):
     _store_with_history(store)
     stage(tmp_path / "stage", IMPORT)
-    report = store.ingest_staged(str(tmp_path / "stage"), replace=True)
+    report = store.ingest_staged(str(tmp_path / "stage"), limits=LIMITS, replace=True)
     assert (report.added, report.replaced, report.skipped) == (1, 2, 2)
     assert report.skipped_by_reason == {"in_flight": 1, "delivered": 1}
     a, b, c = (store.get("o", i) for i in "abc")
@@ -116,7 +116,7 @@ def test_past_due_import_below_the_watermark_is_moved_up_and_delivered(tmp_path,
     assert watermark_ms > NOW  # housekeeping dropped everything below it
 
     stage(tmp_path / "stage", [row("o", "late", NOW - 3_600_000), row("o", "soon", NOW + 90_000)])
-    report = store.ingest_staged(str(tmp_path / "stage"))
+    report = store.ingest_staged(str(tmp_path / "stage"), limits=LIMITS)
     assert report.moved_past_due == 1
     late = store.get("o", "late")
     assert late.deliver_at_ms >= watermark_ms and late.requested_deliver_at_ms == NOW - 3_600_000
@@ -146,7 +146,7 @@ def test_an_offline_import_after_the_clock_stepped_back_is_due_at_once(tmp_path)
     try:
         floor_ms = offline_floor_ms(store.stats().watermark_ms, back)
         stage(tmp_path / "stage", [row("o", "late", back - 10)], now_ms=back, floor_ms=floor_ms)
-        store.ingest_staged(str(tmp_path / "stage"), now_ms=back)
+        store.ingest_staged(str(tmp_path / "stage"), limits=LIMITS, now_ms=back)
         assert store.get("o", "late").deliver_at_ms == back + 1
         store.housekeep(back + 1)  # must not range-delete it below the old watermark
         assert [t.id for t in store.due(back + 1, 10)] == ["late"]
@@ -161,7 +161,7 @@ def test_past_due_import_behind_the_scan_cursor_rewinds_it(tmp_path, store):
     assert engine.run_once(clock.advance(10_000)) == 1  # the scanner passed NOW + 10 s
     assert store.stats().watermark_ms <= NOW  # no housekeeping: the watermark stayed behind
     stage(tmp_path / "stage", [row("o", "behind", NOW + 5_000)])
-    report = store.ingest_staged(str(tmp_path / "stage"))
+    report = store.ingest_staged(str(tmp_path / "stage"), limits=LIMITS)
     assert report.cursor_rewound and report.moved_past_due == 0
     assert store.get("o", "behind").deliver_at_ms == NOW + 5_000  # kept its key
     assert engine.run_once(clock.now_ms()) == 1
@@ -170,7 +170,7 @@ def test_past_due_import_behind_the_scan_cursor_rewinds_it(tmp_path, store):
 
 def test_a_future_import_leaves_the_cursor_alone(tmp_path, store):
     stage(tmp_path / "stage", [row("o", "f", NOW + 5_000)])
-    report = store.ingest_staged(str(tmp_path / "stage"))
+    report = store.ingest_staged(str(tmp_path / "stage"), limits=LIMITS)
     assert not report.cursor_rewound and report.moved_past_due == 0
     assert store.due(NOW + 4_999, 10) == []
     assert [t.id for t in store.due(NOW + 5_000, 10)] == ["f"]
@@ -178,16 +178,16 @@ def test_a_future_import_leaves_the_cursor_alone(tmp_path, store):
 
 def test_a_broken_stage_is_refused_before_anything_is_written(tmp_path, store):
     with pytest.raises(InvalidInputError, match=r"no manifest\.json"):
-        store.ingest_staged(str(tmp_path))
+        store.ingest_staged(str(tmp_path), limits=LIMITS)
     stage(tmp_path / "stage", [row("o", "a", NOW), row("o", "b", NOW)])
     os.remove(tmp_path / "stage" / "ids" / "part-00001.sst")
     with pytest.raises(InvalidInputError, match="missing"):
-        store.ingest_staged(str(tmp_path / "stage"))
+        store.ingest_staged(str(tmp_path / "stage"), limits=LIMITS)
     stage(tmp_path / "other", [row("o", "a", NOW)], parts=1)
     text = (tmp_path / "other" / MANIFEST).read_text().replace('"o": 1', '"o": 2')
     (tmp_path / "other" / MANIFEST).write_text(text)
     with pytest.raises(InvalidInputError, match="inconsistent"):
-        store.ingest_staged(str(tmp_path / "other"))
+        store.ingest_staged(str(tmp_path / "other"), limits=LIMITS)
     assert family_items(store, "timers") == [] and store.stats().pending == 0
 
 
@@ -197,7 +197,7 @@ def test_an_identity_delivered_by_a_range_page_is_skipped_and_stays_delivered(tm
     store.commit_delivered(store.due(NOW, 10), NOW, sink=LOG_SINK)  # one clean range
     assert len(family_items(store, "ranges")) == 1
     stage(tmp_path / "stage", [row("o", "x", NOW), row("o", "y", NOW + 500), row("o", "z", NOW)])
-    report = store.ingest_staged(str(tmp_path / "stage"), replace=True)
+    report = store.ingest_staged(str(tmp_path / "stage"), limits=LIMITS, replace=True)
     assert (report.added, report.skipped_by_reason) == (1, {"delivered": 2})
     x, y = store.get("o", "x"), store.get("o", "y")
     assert (x.state, y.state) == (TimerState.DELIVERED, TimerState.DELIVERED)

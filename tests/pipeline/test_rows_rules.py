@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from api.schemas import MAX_DELAY_MS as API_MAX_DELAY_MS
-from app.timer_requests import MAX_TIME_MS
 from pipeline import rows
 from pipeline.rows import COLUMNS, JobTimes, Rejected, check_columns, encode_row
 from storage.errors import InvalidInputError
+from storage.rules import MAX_TIME_MS
 from tests.pipeline.helpers import LIMITS, NOW
 
 TIMES = JobTimes(NOW, NOW, 0)

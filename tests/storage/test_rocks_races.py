@@ -28,7 +28,7 @@ from storage.rocks import (
 )
 from storage.rocks.core import RocksCore
 from storage.rocks.counters import SINK_TOTAL_PREFIX, CounterDelta
-from tests.pipeline.helpers import NOW, row, stage
+from tests.pipeline.helpers import LIMITS, NOW, row, stage
 
 WAIT_S = 10  # the deadline of every wait on another thread
 
@@ -175,7 +175,7 @@ def _ingest_while_housekeeping_is_between_its_steps(
             assert back_for_lock.reached.wait(WAIT_S)
 
         core.before_write = let_housekeeping_run
-        report = ingest.ingest_staged(core, stage_dir)
+        report = ingest.ingest_staged(core, stage_dir, limits=LIMITS)
     finally:
         between_steps.open()
         thread.join(WAIT_S)

@@ -16,7 +16,7 @@ from storage.protocol import LOG_SINK, NewTimer, TimerState
 from storage.rocks import RocksTimerStore
 from storage.rocks import keys as layout
 from storage.rocks.ingest import MANIFEST
-from tests.pipeline.helpers import NOW, row, stage
+from tests.pipeline.helpers import LIMITS, NOW, row, stage
 
 
 def nt(timer_id: str, deliver_ms: int, topic: str = "t") -> NewTimer:
@@ -103,7 +103,7 @@ def _edit_manifest(stage_dir: Path, edit: Callable[[dict], None]) -> None:
 
 def _refused(store: RocksTimerStore, stage_dir: Path, *words: str) -> None:
     with pytest.raises(InvalidInputError) as caught:
-        store.ingest_staged(str(stage_dir))
+        store.ingest_staged(str(stage_dir), limits=LIMITS)
     assert caught.value.field == "stage_dir"
     for word in words:
         assert word in caught.value.message
@@ -148,7 +148,7 @@ def test_ingest_refuses_an_absolute_path_outside_and_takes_one_inside(rocks_stor
         manifest["files"][0]["path"] = str(staged / manifest["files"][0]["path"])
 
     _edit_manifest(staged, edit)  # absolute, naming the stage's own file
-    assert rocks_store.ingest_staged(str(staged)).added == 10
+    assert rocks_store.ingest_staged(str(staged), limits=LIMITS).added == 10
 
 
 @pytest.mark.parametrize("content", [b"", b"not an sst file, but long enough to hold a footer" * 2])
