@@ -1,0 +1,140 @@
+"""The changelog: one JetStream file stream ``TIMERSTORE``, subject ``ts.p.<partition>``.
+
+Every append is fenced by JetStream itself: it carries
+``Nats-Expected-Last-Subject-Sequence`` = the last sequence its writer saw on the
+partition's subject, so once another owner has appended (its fence record first), the
+stale writer's append is refused (JetStream error 10071) and raises ``FencedError``.
+A ``Nats-Msg-Id`` makes a retried append (a timeout whose first try was stored after
+all) a duplicate JetStream acknowledges with the first try's sequence, not a second record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import nats.errors
+import nats.js.errors
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType
+
+from cluster.errors import FencedError, PartitionMovedError
+
+STREAM = "TIMERSTORE"
+SUBJECT_PREFIX = "ts.p."
+WRONG_LAST_SEQUENCE = 10071  # JetStream's error code for a stale expected sequence
+DUPLICATE_WINDOW_S = 120.0
+APPEND_TRY_S = 2.0  # one try's timeout; a Raft election takes 4 to 9 s, so several tries
+READ_BATCH = 256
+
+
+def subject(partition: int) -> str:
+    return f"{SUBJECT_PREFIX}{partition}"
+
+
+class Changelog:
+    def __init__(self, js: JetStreamContext, replicas: int) -> None:
+        self.js = js
+        self.replicas = replicas
+
+    async def ensure(self) -> None:
+        """Create the stream if it is missing (an existing one is used as it is)."""
+        try:
+            await self.js.stream_info(STREAM)
+        except nats.js.errors.NotFoundError:
+            await self.js.add_stream(
+                name=STREAM,
+                subjects=[SUBJECT_PREFIX + "*"],
+                storage=StorageType.FILE,
+                num_replicas=self.replicas,
+                duplicate_window=DUPLICATE_WINDOW_S,
+            )
+
+    async def append(
+        self, partition: int, data: bytes, expected_seq: int, msg_id: str, deadline_s: float
+    ) -> int:
+        """Append one record after ``expected_seq``; its sequence once JetStream acks it.
+
+        FencedError when another writer appended since; PartitionMovedError when no try
+        was acknowledged within ``deadline_s`` (the caller drops the partition: its local
+        state holds a change the log may not).
+        """
+        headers = {
+            "Nats-Expected-Last-Subject-Sequence": str(expected_seq),
+            "Nats-Msg-Id": msg_id,
+        }
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + deadline_s
+        while True:
+            try:
+                ack = await self.js.publish(
+                    subject(partition), data, timeout=APPEND_TRY_S, headers=headers
+                )
+                return int(ack.seq)
+            except nats.js.errors.APIError as e:
+                if e.err_code == WRONG_LAST_SEQUENCE:
+                    raise FencedError(
+                        f"partition {partition}: another owner appended after sequence "
+                        f"{expected_seq}"
+                    ) from e
+                if e.code not in (503, None) or loop.time() >= give_up_at:
+                    raise PartitionMovedError(f"partition {partition}: append failed: {e}") from e
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as e:
+                if loop.time() >= give_up_at:
+                    raise PartitionMovedError(
+                        f"partition {partition}: append not acknowledged in {deadline_s} s"
+                    ) from e
+            await asyncio.sleep(0.1)
+
+    async def last_seq(self, partition: int) -> int:
+        """The stream sequence of the partition's last record (0: none)."""
+        try:
+            msg = await self.js.get_last_msg(STREAM, subject(partition))
+        except nats.js.errors.NotFoundError:
+            return 0
+        return int(msg.seq or 0)
+
+    def reader(self, partition: int, after_seq: int, upto_seq: int) -> RecordReader:
+        return RecordReader(self.js, partition, after_seq, upto_seq)
+
+
+class RecordReader:
+    """The partition's records with sequences in ``(after_seq, upto_seq]``, batch by batch
+    (an ephemeral pull consumer: one request per batch, not one per record)."""
+
+    def __init__(self, js: JetStreamContext, partition: int, after_seq: int, upto_seq: int) -> None:
+        self.js = js
+        self.partition = partition
+        self.seq = after_seq
+        self.upto_seq = upto_seq
+        self._sub: JetStreamContext.PullSubscription | None = None
+
+    async def next_batch(self) -> list[tuple[int, bytes]]:
+        """The next records in order; empty once ``upto_seq`` is reached."""
+        if self.seq >= self.upto_seq:
+            return []
+        if self._sub is None:
+            config = ConsumerConfig(
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                opt_start_seq=self.seq + 1,
+                ack_policy=AckPolicy.NONE,
+                inactive_threshold=30.0,
+                mem_storage=True,
+                num_replicas=1,
+            )
+            self._sub = await self.js.pull_subscribe(
+                subject(self.partition), stream=STREAM, config=config
+            )
+        found: list[tuple[int, bytes]] = []
+        for msg in await self._sub.fetch(READ_BATCH, timeout=5):
+            seq = int(msg.metadata.sequence.stream)
+            if seq <= self.upto_seq:
+                found.append((seq, msg.data))
+                self.seq = seq
+        if found and found[-1][0] >= self.upto_seq:
+            self.seq = self.upto_seq
+        return found
+
+    async def close(self) -> None:
+        if self._sub is not None:
+            await self._sub.unsubscribe()
+            self._sub = None
