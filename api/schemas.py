@@ -18,6 +18,7 @@ from app.stats import ServiceStats
 from app.timer_requests import MAX_DELAY_MS, MAX_TIME_MS
 from storage.names import NAME_MAX_BYTES, NAME_PATTERN
 from storage.protocol import (
+    ClusterView,
     IngestReport,
     LoggedMessage,
     NewTimer,
@@ -280,6 +281,7 @@ DOC_TYPES: tuple[Any, ...] = (
     RouteView,
     GroupCommit,
     GroupList,
+    ClusterView,
 )
 
 TIMER_EXAMPLE = {

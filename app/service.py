@@ -27,6 +27,7 @@ import anyio.to_thread
 
 from app import stats as stats_mod
 from app.clock import Clock, SystemClock
+from app.cluster_view import CLUSTER_INGEST_REFUSED, cluster_view_of, is_caught_up
 from app.config import Settings
 from app.engine import Engine
 from app.engine.redis_sink import REDIS_SINK, RedisStreamSender
@@ -51,10 +52,12 @@ from app.topic_service import TopicService
 from storage.errors import ConflictError, NotFoundError, StoreClosedError, UnsupportedError
 from storage.protocol import (
     CancelOutcome,
+    ClusterView,
     HousekeepingReport,
     IngestReport,
     NewTimer,
     ScheduleResult,
+    SupportsCluster,
     SupportsIngest,
     TimerPage,
     TimerStore,
@@ -108,7 +111,8 @@ class TimerService:
     @property
     def ready(self) -> bool:
         engine_ok = self.engine is not None and (self.engine.running or not self._run_engine)
-        return self.accepting and self._store is not None and engine_ok
+        opened = self.accepting and self._store is not None and engine_ok
+        return opened and is_caught_up(self._store)  # a cluster node: once it has joined
 
     async def start(self) -> None:
         self.notifier.bind(asyncio.get_running_loop())
@@ -244,6 +248,8 @@ class TimerService:
     async def ingest(self, stage_dir: str, *, replace: bool = False) -> IngestReport:
         """Ingest a staged bulk import into the running store (only stores that can)."""
         store = self.store
+        if isinstance(store, SupportsCluster):
+            raise UnsupportedError(CLUSTER_INGEST_REFUSED)
         if not isinstance(store, SupportsIngest):
             raise UnsupportedError(f"the {store.name} store cannot ingest SST files")
         now_ms = self.clock.now_ms()
@@ -355,6 +361,9 @@ class TimerService:
         return purged
 
     # ----------------------------------------------------------------- stats, housekeeping
+    async def cluster_view(self) -> ClusterView:
+        return await self.call(cluster_view_of, self.store, self.settings)
+
     async def stats(self) -> ServiceStats:
         snapshot = await self.call(
             stats_mod.collect,
