@@ -107,7 +107,10 @@ class NatsCluster:
 
     def _spawn(self, index: int) -> None:
         self.processes[index] = subprocess.Popen(
-            self._arguments(index), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            self._arguments(index),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a terminal's Ctrl-C reaches the owner, which stops it
         )
 
     def kill(self, index: int) -> None:

@@ -17,8 +17,9 @@ from app import migrate_cli
 from bench import cli as bench_cli
 from pipeline import cli as pipeline_cli
 from storage.errors import ConfigError, InvalidInputError, StoreOpenError
+from timerstore import cluster_up
 
-COMMANDS = (server, migrate_cli, bench_cli, pipeline_cli)
+COMMANDS = (server, migrate_cli, bench_cli, pipeline_cli, cluster_up)
 EXIT_BAD_INPUT = 2  # as argparse's usage errors
 
 
