@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -11,7 +12,10 @@ from nats.aio.client import Client
 
 from cluster.changelog import Changelog
 from cluster.connect import JETSTREAM_TIMEOUT_S, connect
+from cluster.errors import PartitionMovedError
 from cluster.loop import LoopThread
+from cluster.settings import ClusterSettings
+from cluster.store import ClusterStore
 from storage.protocol import NewTimer, TimerStore
 from storage.rocks.db import RocksSettings
 
@@ -57,3 +61,58 @@ def state_of(store: TimerStore, idents: list[tuple[str, str]], topics: list[str]
     dead = store.dead_letters(limit=10_000).timers
     counts = (stats.pending, stats.delivered, stats.cancelled, stats.dead_lettered)
     return views, logs, dead, counts, stats.pending_by_topic
+
+
+def cluster_settings(urls: list[str], node_id: str, partitions: int = 4) -> ClusterSettings:
+    return ClusterSettings(
+        nats_urls=tuple(urls),
+        node_id=node_id,
+        advertise_url=f"http://{node_id}.invalid",
+        partitions=partitions,
+        replicas=1,
+        lease_ms=1_000,
+    )
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        time.sleep(0.05)
+
+
+def settled(stores: list[ClusterStore]) -> bool:
+    """Every store joined, every partition owned, each store owning some."""
+    if not all(s.caught_up() for s in stores):
+        return False
+    views = [s.cluster_view() for s in stores]
+    owned = {o.partition: o.node_id for o in views[0].owners}
+    holders = {node for node in owned.values() if node is not None}
+    return None not in owned.values() and holders == {s.node_id for s in stores}
+
+
+def crash(store: ClusterStore) -> None:
+    """As near a SIGKILL as one process allows: the balance loop and the connection gone,
+    no lease released, the local stores closed as they are."""
+    own = store.ownership
+    store.loop.run(_halt(store), 10)
+    for part in list(own.owned.values()):
+        part.lost = PartitionMovedError("crashed")
+        part.store.simulate_crash()
+    store.loop.stop()
+
+
+async def _halt(store: ClusterStore) -> None:
+    task = store.ownership._task
+    if task is not None:
+        task.cancel()
+    await store.client.close()
+
+
+def owner_of(stores: list[ClusterStore], topic: str) -> ClusterStore:
+    partition = stores[0].partition(topic)
+    for store in stores:
+        if store.ownership.owner(partition) is not None:
+            return store
+    raise AssertionError(f"no store owns partition {partition}")
