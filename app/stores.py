@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from app.config import Settings
+from cluster.store import open_cluster_store
+from storage.errors import ConfigError
 from storage.protocol import TimerStore
 from storage.rocks import RocksTimerStore
 from storage.rocks.db import FORMAT_VERSION
@@ -10,11 +12,25 @@ from storage.wheel import WheelTimerStore
 
 
 def open_store(settings: Settings) -> TimerStore:
+    if settings.cluster.enabled:
+        return _open_cluster(settings)
     if settings.store == "rocks":
         return RocksTimerStore(settings.rocks_settings())
     if settings.store == "wheel":
         return WheelTimerStore(settings.wheel_settings())
     raise NotImplementedError(f"store {settings.store!r} is not built yet")
+
+
+def _open_cluster(settings: Settings) -> TimerStore:
+    """A node of the cluster: partitions of rocks stores under ``<data_dir>/rocks``."""
+    if settings.store != "rocks":
+        raise ConfigError(
+            f"store={settings.store!r} cannot run with cluster.nats_urls: the cluster is "
+            "built on the rocks store (set TIMERSTORE_STORE=rocks, or unset "
+            "TIMERSTORE_CLUSTER__NATS_URLS for a single node)",
+            field="store",
+        )
+    return open_cluster_store(settings.cluster, settings.rocks_settings())
 
 
 def store_format(store: TimerStore) -> str:
