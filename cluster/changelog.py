@@ -11,6 +11,7 @@ all) a duplicate JetStream acknowledges with the first try's sequence, not a sec
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import nats.errors
 import nats.js.errors
@@ -19,12 +20,14 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType
 
 from cluster.errors import FencedError, PartitionMovedError
 
+log = logging.getLogger(__name__)
 STREAM = "TIMERSTORE"
 SUBJECT_PREFIX = "ts.p."
 WRONG_LAST_SEQUENCE = 10071  # JetStream's error code for a stale expected sequence
 DUPLICATE_WINDOW_S = 120.0
 APPEND_TRY_S = 2.0  # one try's timeout; a Raft election takes 4 to 9 s, so several tries
 READ_BATCH = 256
+READ_DEADLINE_S = 30.0
 
 
 def subject(partition: int) -> str:
@@ -109,32 +112,48 @@ class RecordReader:
         self._sub: JetStreamContext.PullSubscription | None = None
 
     async def next_batch(self) -> list[tuple[int, bytes]]:
-        """The next records in order; empty once ``upto_seq`` is reached."""
+        """The next records in order; empty once ``upto_seq`` is reached. A fetch that
+        finds nothing yet (a consumer of a replicated stream can start slowly) is tried
+        again, for up to READ_DEADLINE_S; then PartitionMovedError."""
         if self.seq >= self.upto_seq:
             return []
-        if self._sub is None:
-            config = ConsumerConfig(
-                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                opt_start_seq=self.seq + 1,
-                ack_policy=AckPolicy.NONE,
-                inactive_threshold=30.0,
-                mem_storage=True,
-                num_replicas=1,
-            )
-            self._sub = await self.js.pull_subscribe(
-                subject(self.partition), stream=STREAM, config=config
-            )
-        found: list[tuple[int, bytes]] = []
-        for msg in await self._sub.fetch(READ_BATCH, timeout=5):
-            seq = int(msg.metadata.sequence.stream)
-            if seq <= self.upto_seq:
-                found.append((seq, msg.data))
-                self.seq = seq
-        if found and found[-1][0] >= self.upto_seq:
-            self.seq = self.upto_seq
-        return found
+        sub = self._sub or await self._subscribe()
+        give_up_at = asyncio.get_running_loop().time() + READ_DEADLINE_S
+        while True:
+            try:
+                msgs = await sub.fetch(READ_BATCH, timeout=2)
+            except nats.errors.TimeoutError:
+                msgs = []
+            found = [(int(m.metadata.sequence.stream), m.data) for m in msgs]
+            found = [(seq, data) for seq, data in found if self.seq < seq <= self.upto_seq]
+            if found:
+                self.seq = found[-1][0]
+                return found
+            if asyncio.get_running_loop().time() > give_up_at:
+                raise PartitionMovedError(
+                    f"partition {self.partition}: records after {self.seq} unreadable"
+                )
+
+    async def _subscribe(self) -> JetStreamContext.PullSubscription:
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=self.seq + 1,
+            ack_policy=AckPolicy.NONE,
+            inactive_threshold=30.0,
+            mem_storage=True,
+            num_replicas=1,
+        )
+        self._sub = await self.js.pull_subscribe(
+            subject(self.partition), stream=STREAM, config=config
+        )
+        return self._sub
 
     async def close(self) -> None:
+        """Unsubscribe and delete the consumer (else it lingers for inactive_threshold)."""
         if self._sub is not None:
-            await self._sub.unsubscribe()
-            self._sub = None
+            sub, self._sub = self._sub, None
+            await sub.unsubscribe()
+            try:
+                await self.js.delete_consumer(STREAM, sub._consumer)
+            except nats.errors.Error as e:
+                log.info("partition %d: read consumer not deleted: %r", self.partition, e)

@@ -87,8 +87,8 @@ class LeaseTable:
                 revision = await self.leases.create(lease_key(partition), data)
             else:
                 revision = await self.leases.update(lease_key(partition), data, last=held.revision)
-        except nats.js.errors.KeyWrongLastSequenceError:
-            return None
+        except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.KeyNotFoundError):
+            return None  # the second: nats-py's create found the key written, then not
         return HeldLease(lease, int(revision))
 
     async def beat(self, node_id: str, beat: NodeBeat) -> None:

@@ -18,6 +18,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import nats.errors
+
 from cluster.changelog import Changelog
 from cluster.errors import FencedError, PartitionMovedError
 from cluster.leases import HeldLease, Lease, LeaseTable, NodeBeat, preferred_owner
@@ -55,6 +57,7 @@ class Ownership:
         self.lock = threading.Lock()
         self.owned: dict[int, OwnedPartition] = {}
         self.held: dict[int, HeldLease] = {}  # leases held: owned, or being restored
+        self.restoring: set[int] = set()
         self.seen: dict[int, HeldLease] = {}  # the last read of every lease
         self.members: dict[str, NodeBeat] = {}
         self.ticks = 0
@@ -133,9 +136,12 @@ class Ownership:
         self.members = await self.table.members()
         alive = self.alive(now)
         for partition in range(self.settings.partitions):
-            held = await self.table.read(partition)
-            self.seen[partition] = held
-            await self.balance(partition, held, alive, now_ms())
+            try:
+                held = await self.table.read(partition)
+                self.seen[partition] = held
+                await self.balance(partition, held, alive, now_ms())
+            except nats.errors.Error as e:  # one partition's turn; the others go on
+                log.warning("partition %d: balance failed: %r", partition, e)
         with self.lock:
             self.ticks += 1
 
@@ -144,12 +150,15 @@ class Ownership:
         preferred = preferred_owner(partition, alive)
         mine = self.held.get(partition)
         if mine is not None:
+            if held.revision < mine.revision:  # a replica behind the leader answered
+                held, lease = mine, mine.lease
             if lease is None or lease.node_id != self.node_id or held.revision != mine.revision:
                 self.drop(partition, "its lease was taken")
             elif preferred != self.node_id and partition in self.owned:
                 await self.hand_back(partition, held)
             else:
                 await self.renew(partition, held, lease, now)
+                self.restore_if_needed(partition)
             return
         if lease is not None and lease.expires_at_ms > now:
             return
@@ -181,17 +190,30 @@ class Ownership:
             self.held[partition] = got
         self.seen[partition] = got
         log.info("partition %d: taking it at epoch %d", partition, epoch)
+        self.restore_if_needed(partition)
+
+    def restore_if_needed(self, partition: int) -> None:
+        """Start the restore of a held partition not owned yet (again after a failure)."""
+        with self.lock:
+            held = self.held.get(partition)
+            if partition in self.owned or partition in self.restoring or held is None:
+                return
+            self.restoring.add(partition)
+        epoch = held.lease.epoch if held.lease is not None else 0
         self.loop.loop.run_in_executor(self.executor, self.restore, partition, epoch)
 
     def restore(self, partition: int, epoch: int) -> None:
-        """Restore and fence the partition (a worker thread); own it if still held."""
+        """Restore and fence the partition (a worker thread); own it if still held. A
+        failure keeps the lease: the next tick tries again."""
         try:
             part = self.restore_and_fence(partition, epoch)
-        except Exception:  # the top of a restore thread: log, and give the lease up
+        except Exception:  # the top of a restore thread: log; the next tick retries
             log.exception("partition %d: restore failed", partition)
-            self.loop.call_soon(self.drop, partition, "its restore failed")
+            with self.lock:
+                self.restoring.discard(partition)
             return
         with self.lock:
+            self.restoring.discard(partition)
             held = self.held.get(partition)
             if held is not None and held.lease is not None and held.lease.epoch == epoch:
                 self.owned[partition] = part
