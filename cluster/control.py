@@ -52,11 +52,11 @@ class KvControl:
     async def _scan(self, space: str, prefix: str) -> list[tuple[str, bytes]]:
         head = f"c.{space.encode().hex()}."
         try:
-            keys = await self.bucket.keys(filters=[head + ">"])
+            keys = await self.bucket.keys(filters=[head])  # nats-py: a substring match
         except nats.js.errors.NoKeysError:
             return []
         found: list[tuple[str, bytes]] = []
-        for key in sorted(keys):
+        for key in sorted(k for k in keys if k.startswith(head)):
             name = bytes.fromhex(key[len(head) :]).decode()
             if not name.startswith(prefix):
                 continue

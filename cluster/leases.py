@@ -17,6 +17,7 @@ joins or leaves, only the partitions it wins or held move.
 from __future__ import annotations
 
 import hashlib
+import logging
 
 import msgspec
 import nats.js.errors
@@ -24,6 +25,7 @@ from nats.js import JetStreamContext
 from nats.js.api import StorageType
 from nats.js.kv import KeyValue
 
+log = logging.getLogger(__name__)
 LEASES_BUCKET = "ts_leases"
 NODES_BUCKET = "ts_nodes"
 
@@ -89,21 +91,23 @@ class LeaseTable:
                 revision = await self.leases.update(lease_key(partition), data, last=held.revision)
         except (nats.js.errors.KeyWrongLastSequenceError, nats.js.errors.KeyNotFoundError):
             return None  # the second: nats-py's create found the key written, then not
+        log.debug("lease %d: %s at revision %d (was %d)", partition, lease, revision, held.revision)
         return HeldLease(lease, int(revision))
 
     async def beat(self, node_id: str, beat: NodeBeat) -> None:
         await self.nodes.put(node_id, msgspec.json.encode(beat))
 
     async def members(self) -> dict[str, NodeBeat]:
-        try:
-            names = await self.nodes.keys()
-        except nats.js.errors.NoKeysError:
-            return {}
+        """Every node's last heartbeat: the bucket's keys from one stream-info call (its
+        subjects), not a watcher consumer per tick."""
+        prefix = f"$KV.{NODES_BUCKET}."
+        info = await self.nodes._js.stream_info(f"KV_{NODES_BUCKET}", subjects_filter=prefix + ">")
         found: dict[str, NodeBeat] = {}
-        for name in names:
+        for subject in info.state.subjects or {}:
+            name = subject[len(prefix) :]
             try:
                 entry = await self.nodes.get(name)
-            except nats.js.errors.KeyNotFoundError:
+            except nats.js.errors.KeyNotFoundError:  # deleted: the node left
                 continue
             if entry.value:
                 found[name] = msgspec.json.decode(entry.value, type=NodeBeat)

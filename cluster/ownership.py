@@ -16,6 +16,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import nats.errors
@@ -64,6 +65,7 @@ class Ownership:
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ts-restore")
         self.tick_s = settings.lease_ms / 3 / 1000
         self._task: asyncio.Task[None] | None = None
+        self.on_owned: Callable[[OwnedPartition], None] | None = None  # in a worker thread
 
     # ------------------------------------------------------------------ queries
     def owner(self, partition: int) -> OwnedPartition | None:
@@ -153,7 +155,7 @@ class Ownership:
             if held.revision < mine.revision:  # a replica behind the leader answered
                 held, lease = mine, mine.lease
             if lease is None or lease.node_id != self.node_id or held.revision != mine.revision:
-                self.drop(partition, "its lease was taken")
+                self.drop(partition, f"its lease was taken: {lease} at {held.revision}")
             elif preferred != self.node_id and partition in self.owned:
                 await self.hand_back(partition, held)
             else:
@@ -215,10 +217,16 @@ class Ownership:
         with self.lock:
             self.restoring.discard(partition)
             held = self.held.get(partition)
-            if held is not None and held.lease is not None and held.lease.epoch == epoch:
+            owned = held is not None and held.lease is not None and held.lease.epoch == epoch
+            if owned:
                 self.owned[partition] = part
-                return
-        part.close()
+        if not owned:
+            part.close()
+        elif self.on_owned is not None:
+            try:
+                self.on_owned(part)
+            except Exception:  # the top of a restore thread: log; ownership stands
+                log.exception("partition %d: after-take step failed", partition)
 
     def restore_and_fence(self, partition: int, epoch: int) -> OwnedPartition:
         store, seq = open_local(self.rocks, partition)

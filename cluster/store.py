@@ -30,7 +30,9 @@ from cluster.leases import LEASES_BUCKET, NODES_BUCKET, LeaseTable, open_bucket
 from cluster.listing import by_partition, renumbered, summed_stats, walk_pages
 from cluster.local import run_local
 from cluster.loop import LoopThread
+from cluster.mirror import LogMirror
 from cluster.ownership import Ownership, now_ms
+from cluster.partition import OwnedPartition
 from cluster.records import Op, partition_of
 from cluster.rpc_server import RpcServer, forward
 from cluster.settings import ClusterSettings
@@ -39,6 +41,7 @@ from storage.control import ControlStore
 from storage.errors import InvalidInputError, StoreOpenError, TimerStoreError
 from storage.names import validate_idents
 from storage.protocol import (
+    LOG_SINK,
     CancelResult,
     ClusterView,
     DueTimer,
@@ -72,6 +75,7 @@ class ClusterParts:
     changelog: Changelog
     ownership: Ownership
     control: KvControl
+    mirror: LogMirror
 
 
 class ClusterStore:
@@ -85,6 +89,8 @@ class ClusterStore:
         self.client = parts.client
         self.ownership = parts.ownership
         self._control = parts.control
+        self.mirror = parts.mirror
+        self.ownership.on_owned = self._owned
         self.fanout = ThreadPoolExecutor(max_workers=16, thread_name_prefix="ts-fanout")
         self.rpc = RpcServer(self.loop, self.client, self.node_id, self.ownership)
         self._closed = False
@@ -140,6 +146,12 @@ class ClusterStore:
             for i, value in zip(idx, found, strict=True):
                 out[i] = value
         return out
+
+    def _owned(self, part: OwnedPartition) -> None:
+        """A partition just taken: the mirror gets what it lacks of its topics."""
+        sent = self.mirror.catch_up(part.store)
+        if sent:
+            log.info("partition %d: %d messages sent to the mirror", part.partition, sent)
 
     # ------------------------------------------------------------------ writes
     def schedule(self, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
@@ -252,7 +264,26 @@ class ClusterStore:
         ):
             for i, offset in zip(idx, found, strict=True):
                 offsets[i] = offset
+        if sink == LOG_SINK:
+            self._mirror(timers, offsets, delivered_ms)
         return offsets
+
+    def _mirror(self, timers: Sequence[DueTimer], offsets: list[int], delivered_ms: int) -> None:
+        by_topic: dict[str, list[LoggedMessage]] = {}
+        for t, offset in zip(timers, offsets, strict=True):
+            r = t.record
+            message = LoggedMessage(
+                offset,
+                t.id,
+                r.payload,
+                r.headers,
+                r.binary,
+                r.requested_deliver_at_ms,
+                delivered_ms,
+            )
+            by_topic.setdefault(t.topic, []).append(message)
+        for topic, messages in by_topic.items():
+            self.mirror.send(topic, messages)
 
     def retry_later(
         self, timers: Sequence[DueTimer], retry_at_ms: int, error: str, *, attempt: bool = True
@@ -293,6 +324,7 @@ class ClusterStore:
         try:
             self.loop.run(self.ownership.stop(), 60)
             self.loop.run(self.rpc.stop(), 10)
+            self.loop.run(self.mirror.stop(), 10)
             self.loop.run(self.client.close(), 10)
         finally:
             self.fanout.shutdown(wait=False)
@@ -336,5 +368,8 @@ async def _connect(
     leases = await open_bucket(js, LEASES_BUCKET, cluster.replicas)
     nodes = await open_bucket(js, NODES_BUCKET, cluster.replicas)
     control = await open_bucket(js, CONTROL_BUCKET, cluster.replicas)
+    mirror = LogMirror(js, cluster.replicas, loop)
+    await mirror.ensure()
     ownership = Ownership(cluster, rocks, loop, changelog, LeaseTable(leases, nodes))
-    return ClusterParts(cluster, loop, client, changelog, ownership, KvControl(loop, control))
+    kv_control = KvControl(loop, control)
+    return ClusterParts(cluster, loop, client, changelog, ownership, kv_control, mirror)

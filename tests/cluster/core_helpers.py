@@ -15,7 +15,7 @@ from cluster.connect import JETSTREAM_TIMEOUT_S, connect
 from cluster.errors import PartitionMovedError
 from cluster.loop import LoopThread
 from cluster.settings import ClusterSettings
-from cluster.store import ClusterStore
+from cluster.store import ClusterStore, open_cluster_store
 from storage.protocol import NewTimer, TimerStore
 from storage.rocks.db import RocksSettings
 
@@ -70,7 +70,7 @@ def cluster_settings(urls: list[str], node_id: str, partitions: int = 4) -> Clus
         advertise_url=f"http://{node_id}.invalid",
         partitions=partitions,
         replicas=1,
-        lease_ms=1_000,
+        lease_ms=2_000,
     )
 
 
@@ -96,6 +96,7 @@ def crash(store: ClusterStore) -> None:
     """As near a SIGKILL as one process allows: the balance loop and the connection gone,
     no lease released, the local stores closed as they are."""
     own = store.ownership
+    store._closed = True  # its close() has nothing left to do
     store.loop.run(_halt(store), 10)
     for part in list(own.owned.values()):
         part.lost = PartitionMovedError("crashed")
@@ -116,3 +117,24 @@ def owner_of(stores: list[ClusterStore], topic: str) -> ClusterStore:
         if store.ownership.owner(partition) is not None:
             return store
     raise AssertionError(f"no store owns partition {partition}")
+
+
+@contextmanager
+def started_pair(urls: list[str], root: Path) -> Iterator[list[ClusterStore]]:
+    """Nodes n0 and n1 on ``urls``, settled, each closed at the end."""
+    stores: list[ClusterStore] = []
+    try:
+        for node in ("n0", "n1"):
+            stores.append(open_cluster_store(cluster_settings(urls, node), rocks_at(root / node)))
+        wait_for(lambda: settled(stores), "both nodes own partitions")
+        yield stores
+    finally:
+        for store in stores:
+            store.close()
+
+
+def topic_owned_by(stores: list[ClusterStore], node_id: str) -> str:
+    for i in range(1_000):
+        if owner_of(stores, f"topic{i}").node_id == node_id:
+            return f"topic{i}"
+    raise AssertionError(f"{node_id} owns none of 1,000 topics")
