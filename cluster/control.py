@@ -6,13 +6,19 @@ hold out of it, and sorts as the bytes do, so ``scan`` returns names in order.
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import nats.errors
 import nats.js.errors
 from nats.js.kv import KeyValue
 
 from cluster.loop import LoopThread
+from storage.errors import StoreClosedError
 
 CONTROL_BUCKET = "ts_control"
 CALL_TIMEOUT_S = 15.0
+T = TypeVar("T")
 
 
 def _key(space: str, name: str) -> str:
@@ -24,8 +30,14 @@ class KvControl:
         self.loop = loop
         self.bucket = bucket
 
+    def _run(self, work: Coroutine[Any, Any, T]) -> T:
+        try:
+            return self.loop.run(work, CALL_TIMEOUT_S)
+        except (nats.errors.Error, TimeoutError) as e:
+            raise StoreClosedError(f"control data unreachable in NATS: {e!r}") from e
+
     def get(self, space: str, name: str) -> bytes | None:
-        return self.loop.run(self._get(_key(space, name)), CALL_TIMEOUT_S)
+        return self._run(self._get(_key(space, name)))
 
     async def _get(self, key: str) -> bytes | None:
         try:
@@ -35,10 +47,10 @@ class KvControl:
         return entry.value
 
     def put(self, space: str, name: str, value: bytes) -> None:
-        self.loop.run(self.bucket.put(_key(space, name), value), CALL_TIMEOUT_S)
+        self._run(self.bucket.put(_key(space, name), value))
 
     def delete(self, space: str, name: str) -> bool:
-        return self.loop.run(self._delete(_key(space, name)), CALL_TIMEOUT_S)
+        return self._run(self._delete(_key(space, name)))
 
     async def _delete(self, key: str) -> bool:
         if await self._get(key) is None:
@@ -47,7 +59,7 @@ class KvControl:
         return True
 
     def scan(self, space: str, prefix: str = "") -> list[tuple[str, bytes]]:
-        return self.loop.run(self._scan(space, prefix), CALL_TIMEOUT_S)
+        return self._run(self._scan(space, prefix))
 
     async def _scan(self, space: str, prefix: str) -> list[tuple[str, bytes]]:
         head = f"c.{space.encode().hex()}."

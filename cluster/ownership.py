@@ -93,7 +93,10 @@ class Ownership:
     def lease_holder(self, partition: int, *, fresh: bool = False) -> str | None:
         """The node holding the partition's live lease (``fresh``: read it from KV now)."""
         if fresh:
-            self.seen[partition] = self.loop.run(self.table.read(partition), 10)
+            try:
+                self.seen[partition] = self.loop.run(self.table.read(partition), 10)
+            except (nats.errors.Error, TimeoutError) as e:
+                log.info("partition %d: lease not read: %r", partition, e)
         held = self.seen.get(partition)
         lease = held.lease if held is not None else None
         if lease is None or lease.expires_at_ms <= now_ms():

@@ -93,8 +93,13 @@ class OwnedPartition:
             if not self._dirty:
                 write_marker(self.store, self.last_seq, dirty=True)
                 self._dirty = True
-            result, op = perform(self.store)
+            try:
+                result, op = perform(self.store)
+            except BaseException:  # nothing applied (each store write is atomic)
+                self._settle_marker()
+                raise
             if op is None:
+                self._settle_marker()
                 return result
             waiter: concurrent.futures.Future[None] = concurrent.futures.Future()
             self._pending.append((op, waiter))
@@ -103,6 +108,12 @@ class OwnedPartition:
                 self.loop.call_soon(self._start_flush)
         waiter.result()
         return result
+
+    def _settle_marker(self) -> None:
+        """(lock held) Clean again when nothing applied awaits an acknowledgement."""
+        if self._dirty and not self._pending and not self._flushing and self.lost is None:
+            write_marker(self.store, self.last_seq, dirty=False)
+            self._dirty = False
 
     def append_now(self, op: Op) -> None:
         """Append one operation (a fence) with nothing applied locally."""
@@ -129,6 +140,10 @@ class OwnedPartition:
                 )
             except TimerStoreError as e:
                 self._lose(e, batch)
+                return
+            except Exception as e:  # the top of the append task: no waiter may hang
+                log.exception("partition %d: append failed", self.partition)
+                self._lose(PartitionMovedError(f"append failed: {e!r}"), batch)
                 return
             with self.lock:
                 self.last_seq = seq

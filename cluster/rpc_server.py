@@ -107,4 +107,6 @@ def forward(
         raise StoreClosedError(
             f"partition {partition}: {node_id} did not answer in {CALL_TIMEOUT_S} s"
         ) from e
+    except nats.errors.Error as e:  # the connection is down: the call was not sent
+        raise StoreClosedError(f"partition {partition}: NATS is unreachable: {e!r}") from e
     return decode_reply(method, reply.data)

@@ -94,6 +94,7 @@ class ClusterStore:
         self.fanout = ThreadPoolExecutor(max_workers=16, thread_name_prefix="ts-fanout")
         self.rpc = RpcServer(self.loop, self.client, self.node_id, self.ownership)
         self._closed = False
+        self._due_turn = 0
 
     @property
     def control(self) -> ControlStore:
@@ -235,7 +236,11 @@ class ClusterStore:
     # ------------------------------------------------------------------ delivery (owned only)
     def due(self, now_ms: int, limit: int) -> list[DueTimer]:
         found: list[DueTimer] = []
-        for part in self.ownership.live_partitions():
+        parts = self.ownership.live_partitions()
+        if parts:  # start at another partition each scan, so none waits behind the others
+            self._due_turn = (self._due_turn + 1) % len(parts)
+            parts = parts[self._due_turn :] + parts[: self._due_turn]
+        for part in parts:
             if len(found) >= limit:
                 break
             try:

@@ -16,7 +16,7 @@ from cluster.natsd import NatsCluster
 from cluster.partition import OwnedPartition
 from cluster.records import FenceOp
 from cluster.restore import catch_up, open_local
-from storage.errors import TimerStoreError
+from storage.errors import NotFoundError, TimerStoreError
 from storage.protocol import LOG_SINK, TimerState, TimerView
 from tests.cluster.core_helpers import Node, nats_node, rocks_at, state_of, timers
 
@@ -148,3 +148,15 @@ def test_a_reopened_dir_replays_only_what_follows_it(node: Node, tmp_path: Path)
     assert reopened.stats().pending == 1
     reopened.close()
     part.close()
+
+
+def test_a_refused_write_leaves_the_dir_trusted(node: Node, tmp_path: Path) -> None:
+    part = owned(node, tmp_path / "owner", 5, ("n0", 1))
+    part.write(lambda s: effects.schedule(s, timers("a", 2, 1_000), 1_000))
+    with pytest.raises(NotFoundError):  # refused: nothing applied, nothing to append
+        part.write(lambda s: effects.replay_dead_letter(s, "a", "none", 1_000))
+    part.close()
+    reopened, seq = open_local(rocks_at(tmp_path / "owner"), 5)
+    assert seq == part.last_seq > 0  # kept, not emptied for a rebuild
+    assert reopened.stats().pending == 2
+    reopened.close()
