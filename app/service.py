@@ -38,7 +38,7 @@ from app.groups import GroupOffsets
 from app.notify import TopicNotifier
 from app.routing import RouteTable
 from app.stats import ServiceStats
-from app.stores import open_store, store_format
+from app.stores import log_store_opened, open_store
 from app.telemetry import Telemetry
 from app.telemetry_gauges import ServiceGauges
 from app.timer_requests import (
@@ -145,31 +145,10 @@ class TimerService:
         self._log_started(self._store)
 
     def _log_started(self, store: TimerStore) -> None:
-        stats = store.stats()
-        log.info(
-            "store opened: %s (%s) at %s, %d pending, %d dead letters, %d delivered",
-            store.name,
-            store_format(store),
-            self.settings.data_dir,
-            stats.pending,
-            stats.dead_lettered,
-            stats.delivered,
-            extra={
-                "event": "store_opened",
-                "store": store.name,
-                "format": store_format(store),
-                "data_dir": self.settings.data_dir,
-                "pending": stats.pending,
-                "dead_letters": stats.dead_lettered,
-                "delivered": stats.delivered,
-                "topics": len(stats.pending_by_topic),
-            },
-        )
-        if self.limits.store_chunk_timers is not None:
-            log.warning(
-                "limits.store_chunk_timers is ignored: a batch is one atomic store write",
-                extra={"event": "deprecated_setting", "setting": "limits.store_chunk_timers"},
-            )
+        if isinstance(store, SupportsCluster):  # its counts need every partition owned
+            log.info("joining the cluster", extra={"event": "cluster_joining"})
+        else:
+            log_store_opened(store, self.settings)
         log.info("service started", extra={"event": "started", "engine": self._run_engine})
 
     def _routing_sink(self, routes: RouteTable) -> RoutingSink:

@@ -25,15 +25,20 @@ def read_lines(stream: object, lines: queue.Queue[str]) -> None:
         lines.put(raw.decode(errors="replace").rstrip("\n"))
 
 
-def wait_for_line(lines: queue.Queue[str], seen: list[str], prefix: str) -> None:
+def wait_for_line(
+    process: subprocess.Popen[bytes], lines: queue.Queue[str], seen: list[str], prefix: str
+) -> None:
+    """Until a line starts with ``prefix``; fails at the deadline, or once the process
+    has exited and said everything."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while not any(line.startswith(prefix) for line in seen):
         left = deadline - time.monotonic()
         assert left > 0, f"no line {prefix!r} in:\n" + "\n".join(seen)
+        exited = process.poll() is not None
         try:
-            seen.append(lines.get(timeout=left))
+            seen.append(lines.get(timeout=min(left, 1.0)))
         except queue.Empty:
-            continue
+            assert not exited, f"exited without a line {prefix!r}:\n" + "\n".join(seen)
 
 
 def test_cluster_up_starts_three_nodes_and_ctrl_c_stops_every_process(tmp_path: Path) -> None:
@@ -47,7 +52,7 @@ def test_cluster_up_starts_three_nodes_and_ctrl_c_stops_every_process(tmp_path: 
     seen: list[str] = []
     children: list[psutil.Process] = []
     try:
-        wait_for_line(lines, seen, "cluster up:")
+        wait_for_line(process, lines, seen, "cluster up:")
         children = psutil.Process(process.pid).children(recursive=True)
         names = sorted(Path(c.cmdline()[0]).name for c in children)
         assert names.count("nats-server") == 3, names
@@ -58,7 +63,7 @@ def test_cluster_up_starts_three_nodes_and_ctrl_c_stops_every_process(tmp_path: 
             assert body["node_id"] == f"n{index}"
         process.send_signal(signal.SIGINT)
         assert process.wait(120) == 0
-        wait_for_line(lines, seen, "cluster stopped")
+        wait_for_line(process, lines, seen, "cluster stopped")
         _, left = psutil.wait_procs(children, timeout=10)
         assert left == [], left
     finally:
