@@ -11,7 +11,6 @@ appended (fenced) before it is answered. The design: docs/cluster-design.md.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -19,19 +18,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import nats.errors
-from nats.aio.client import Client
 
 from cluster import effects
-from cluster.changelog import Changelog
-from cluster.connect import JETSTREAM_TIMEOUT_S, connect
-from cluster.control import CONTROL_BUCKET, KvControl
 from cluster.errors import PartitionMovedError
-from cluster.leases import LEASES_BUCKET, NODES_BUCKET, LeaseTable, open_bucket
+from cluster.joining import ClusterParts, join
 from cluster.listing import by_partition, renumbered, summed_stats, walk_pages
 from cluster.local import run_local
 from cluster.loop import LoopThread
-from cluster.mirror import LogMirror
-from cluster.ownership import Ownership, now_ms
+from cluster.ownership import now_ms
 from cluster.partition import OwnedPartition
 from cluster.records import Op, partition_of
 from cluster.rpc_server import RpcServer, forward
@@ -61,21 +55,8 @@ from storage.rocks.store import RocksTimerStore
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Outcome = Callable[[RocksTimerStore, list[DueTimer]], tuple[Any, "Op | None"]]
-OPEN_TIMEOUT_S = 60.0
+OPEN_TIMEOUT_S = 300.0  # every step has its own, shorter bound (cluster.joining)
 ROUTE_WAIT_S = 3.0  # how long a call waits for a partition between owners before a 503
-
-
-@dataclasses.dataclass
-class ClusterParts:
-    """What ``open_cluster_store`` built, handed to the store that owns it from then on."""
-
-    settings: ClusterSettings
-    loop: LoopThread
-    client: Client
-    changelog: Changelog
-    ownership: Ownership
-    control: KvControl
-    mirror: LogMirror
 
 
 class ClusterStore:
@@ -349,7 +330,7 @@ def open_cluster_store(cluster: ClusterSettings, rocks: RocksSettings) -> Cluste
     True once the node has joined and restored every partition it owns."""
     loop = LoopThread(f"ts-cluster-{cluster.node_id}")
     try:
-        parts = loop.run(_connect(cluster, rocks, loop), OPEN_TIMEOUT_S)
+        parts = loop.run(join(cluster, rocks, loop), OPEN_TIMEOUT_S)
         store = ClusterStore(parts)
         loop.run(store.rpc.start(), OPEN_TIMEOUT_S)
     except (OSError, TimeoutError, nats.errors.Error) as e:
@@ -361,20 +342,3 @@ def open_cluster_store(cluster: ClusterSettings, rocks: RocksSettings) -> Cluste
         raise
     store.ownership.start()
     return store
-
-
-async def _connect(
-    cluster: ClusterSettings, rocks: RocksSettings, loop: LoopThread
-) -> ClusterParts:
-    client = await connect(cluster.nats_urls, cluster.node_id)
-    js = client.jetstream(timeout=JETSTREAM_TIMEOUT_S)
-    changelog = Changelog(js, cluster.replicas)
-    await changelog.ensure()
-    leases = await open_bucket(js, LEASES_BUCKET, cluster.replicas)
-    nodes = await open_bucket(js, NODES_BUCKET, cluster.replicas)
-    control = await open_bucket(js, CONTROL_BUCKET, cluster.replicas)
-    mirror = LogMirror(js, cluster.replicas, loop)
-    await mirror.ensure()
-    ownership = Ownership(cluster, rocks, loop, changelog, LeaseTable(leases, nodes))
-    kv_control = KvControl(loop, control)
-    return ClusterParts(cluster, loop, client, changelog, ownership, kv_control, mirror)
