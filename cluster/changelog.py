@@ -30,6 +30,20 @@ READ_BATCH = 256
 READ_DEADLINE_S = 30.0
 
 
+async def ensure_stream(js: JetStreamContext, name: str, subjects: str, replicas: int) -> None:
+    """Create the file stream if it is missing (an existing one is used as it is)."""
+    try:
+        await js.stream_info(name)
+    except nats.js.errors.NotFoundError:
+        await js.add_stream(
+            name=name,
+            subjects=[subjects],
+            storage=StorageType.FILE,
+            num_replicas=replicas,
+            duplicate_window=DUPLICATE_WINDOW_S,
+        )
+
+
 def subject(partition: int) -> str:
     return f"{SUBJECT_PREFIX}{partition}"
 
@@ -40,17 +54,7 @@ class Changelog:
         self.replicas = replicas
 
     async def ensure(self) -> None:
-        """Create the stream if it is missing (an existing one is used as it is)."""
-        try:
-            await self.js.stream_info(STREAM)
-        except nats.js.errors.NotFoundError:
-            await self.js.add_stream(
-                name=STREAM,
-                subjects=[SUBJECT_PREFIX + "*"],
-                storage=StorageType.FILE,
-                num_replicas=self.replicas,
-                duplicate_window=DUPLICATE_WINDOW_S,
-            )
+        await ensure_stream(self.js, STREAM, SUBJECT_PREFIX + "*", self.replicas)
 
     async def append(
         self, partition: int, data: bytes, expected_seq: int, msg_id: str, deadline_s: float

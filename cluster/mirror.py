@@ -23,8 +23,8 @@ import msgspec
 import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
-from nats.js.api import StorageType
 
+from cluster.changelog import ensure_stream
 from cluster.loop import LoopThread
 from storage.protocol import LoggedMessage, TimerStore
 
@@ -51,16 +51,7 @@ class LogMirror:
         self._task: asyncio.Task[None] | None = None
 
     async def ensure(self) -> None:
-        try:
-            await self.js.stream_info(LOG_STREAM)
-        except nats.js.errors.NotFoundError:
-            await self.js.add_stream(
-                name=LOG_STREAM,
-                subjects=[LOG_PREFIX + ">"],
-                storage=StorageType.FILE,
-                num_replicas=self.replicas,
-                duplicate_window=120.0,
-            )
+        await ensure_stream(self.js, LOG_STREAM, LOG_PREFIX + ">", self.replicas)
         self._task = asyncio.ensure_future(self._run())
 
     def send(self, topic: str, messages: list[LoggedMessage]) -> None:

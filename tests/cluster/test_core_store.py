@@ -10,18 +10,10 @@ import pytest
 from cluster.errors import FencedError, PartitionMovedError
 from cluster.natsd import NatsCluster
 from cluster.records import CancelOp
-from cluster.store import ClusterStore, open_cluster_store
+from cluster.store import ClusterStore
 from storage.errors import ConflictError, InvalidInputError, NotFoundError
 from storage.protocol import LOG_SINK, CancelOutcome, NewTimer, TimerState
-from tests.cluster.core_helpers import (
-    cluster_settings,
-    crash,
-    owner_of,
-    rocks_at,
-    settled,
-    timers,
-    wait_for,
-)
+from tests.cluster.core_helpers import crash, started_pair, timers, topic_owned_by, wait_for
 
 pytestmark = pytest.mark.cluster
 NOW_MS = 1_000_000
@@ -35,27 +27,13 @@ def urls(tmp_path: Path) -> Iterator[list[str]]:
 
 @pytest.fixture
 def pair(urls: list[str], tmp_path: Path) -> Iterator[list[ClusterStore]]:
-    stores: list[ClusterStore] = []
-    try:
-        for node in ("n0", "n1"):
-            stores.append(
-                open_cluster_store(cluster_settings(urls, node), rocks_at(tmp_path / node))
-            )
-        wait_for(lambda: settled(stores), "both nodes own partitions")
+    with started_pair(urls, tmp_path) as stores:
         yield stores
-    finally:
-        for store in stores:
-            store.close()
 
 
 def topics_of_both(stores: list[ClusterStore]) -> tuple[str, str]:
     """A topic owned by n0 and one owned by n1."""
-    mine = {s.node_id: "" for s in stores}
-    for i in range(100):
-        topic = f"topic{i}"
-        node = owner_of(stores, topic).node_id
-        mine[node] = mine[node] or topic
-    return mine["n0"], mine["n1"]
+    return topic_owned_by(stores, "n0"), topic_owned_by(stores, "n1")
 
 
 def test_every_node_answers_the_same(pair: list[ClusterStore]) -> None:
@@ -95,52 +73,37 @@ def test_forwarded_errors_are_the_same_class(pair: list[ClusterStore]) -> None:
     assert bad.value.field == "cursor"
 
 
-def test_a_takeover_does_not_deliver_again(urls: list[str], tmp_path: Path) -> None:
-    stores = [
-        open_cluster_store(cluster_settings(urls, n), rocks_at(tmp_path / n)) for n in ("n0", "n1")
-    ]
-    try:
-        wait_for(lambda: settled(stores), "both nodes own partitions")
-        a, _ = topics_of_both(stores)
-        n0, n1 = stores
-        n1.schedule(timers(a, 10, NOW_MS - 100), NOW_MS)
-        due = n0.due(NOW_MS, 100)
-        assert len(due) == 10
-        assert n0.commit_delivered(due[:6], NOW_MS + 1, sink=LOG_SINK) == list(range(6))
-        crash(n0)  # four in flight, never committed
-        wait_for(lambda: n1.ownership.owner(n1.partition(a)) is not None, "n1 took a's partition")
-        again = n1.due(NOW_MS + 10, 100)
-        assert sorted(t.id for t in again) == sorted(t.id for t in due[6:])
-        assert n1.commit_delivered(again, NOW_MS + 11, sink=LOG_SINK) == list(range(6, 10))
-        log = n1.read_log(a, 0, 100)
-        assert sorted(m.id for m in log) == sorted(f"t{i}" for i in range(10))
-        assert n1.cluster_view().owners[n1.partition(a)].epoch >= 2
-    finally:
-        stores[1].close()
+def test_a_takeover_does_not_deliver_again(pair: list[ClusterStore]) -> None:
+    n0, n1 = pair
+    a, _ = topics_of_both(pair)
+    n1.schedule(timers(a, 10, NOW_MS - 100), NOW_MS)
+    due = n0.due(NOW_MS, 100)
+    assert len(due) == 10
+    assert n0.commit_delivered(due[:6], NOW_MS + 1, sink=LOG_SINK) == list(range(6))
+    crash(n0)  # four in flight, never committed
+    wait_for(lambda: n1.ownership.owner(n1.partition(a)) is not None, "n1 took a's partition")
+    again = n1.due(NOW_MS + 10, 100)
+    assert sorted(t.id for t in again) == sorted(t.id for t in due[6:])
+    assert n1.commit_delivered(again, NOW_MS + 11, sink=LOG_SINK) == list(range(6, 10))
+    log = n1.read_log(a, 0, 100)
+    assert sorted(m.id for m in log) == sorted(f"t{i}" for i in range(10))
+    assert n1.cluster_view().owners[n1.partition(a)].epoch >= 2
 
 
-def test_a_paused_owner_cannot_append_or_deliver(urls: list[str], tmp_path: Path) -> None:
-    stores = [
-        open_cluster_store(cluster_settings(urls, n), rocks_at(tmp_path / n)) for n in ("n0", "n1")
-    ]
-    try:
-        wait_for(lambda: settled(stores), "both nodes own partitions")
-        a, _ = topics_of_both(stores)
-        n0, n1 = stores
-        partition = n0.partition(a)
-        n0.schedule(timers(a, 3, NOW_MS - 100), NOW_MS)
-        stale = n0.ownership.owned[partition]
-        n0.loop.run(_pause_balance(n0), 10)  # it renews nothing from here on
-        wait_for(lambda: n1.ownership.owner(partition) is not None, "n1 took the partition")
-        assert n0.due(NOW_MS, 100) == []  # its lease ran out on its own clock
-        with pytest.raises(PartitionMovedError):
-            stale.write(lambda s: (None, CancelOp([(a, "t0")])))
-        assert isinstance(stale.lost, FencedError)  # JetStream refused it, not its clock
-        view = n1.get(a, "t0")
-        assert view is not None and view.state == TimerState.PENDING
-    finally:
-        for store in stores:
-            store.close()
+def test_a_paused_owner_cannot_append_or_deliver(pair: list[ClusterStore]) -> None:
+    n0, n1 = pair
+    a, _ = topics_of_both(pair)
+    partition = n0.partition(a)
+    n0.schedule(timers(a, 3, NOW_MS - 100), NOW_MS)
+    stale = n0.ownership.owned[partition]
+    n0.loop.run(_pause_balance(n0), 10)  # it renews nothing from here on
+    wait_for(lambda: n1.ownership.owner(partition) is not None, "n1 took the partition")
+    assert n0.due(NOW_MS, 100) == []  # its lease ran out on its own clock
+    with pytest.raises(PartitionMovedError):
+        stale.write(lambda s: (None, CancelOp([(a, "t0")])))
+    assert isinstance(stale.lost, FencedError)  # JetStream refused it, not its clock
+    view = n1.get(a, "t0")
+    assert view is not None and view.state == TimerState.PENDING
 
 
 async def _pause_balance(store: ClusterStore) -> None:
