@@ -52,37 +52,61 @@ def node_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def start_nodes(tmp_path: Path) -> Iterator[StartNodes]:
-    """``start_nodes(servers, count=3, env=None, ready=True)``: nodes n<i> (numbered on
-    from the ones this test started before), started, and by default ready."""
-    started: list[NodeProcess] = []
+class NodeGroup:
+    """Nodes n0, n1, ... under one directory, each on a free port; ``stop_all`` stops
+    every one ever started (SIGTERM, SIGKILL if it hangs) and prints each log's tail."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.nodes: list[NodeProcess] = []
 
     def start(
+        self,
         servers: NatsCluster,
         count: int = 3,
         env: Mapping[str, str] | None = None,
         ready: bool = True,
     ) -> list[NodeProcess]:
-        nodes = []
+        started = []
         for _ in range(count):
-            index = len(started)
+            index = len(self.nodes)
             node = NodeProcess(
-                f"n{index}", free_port(), tmp_path / f"n{index}", servers.urls, node_env(env)
+                f"n{index}", free_port(), self.root / f"n{index}", servers.urls, node_env(env)
             )
+            self.nodes.append(node)
             started.append(node)
-            nodes.append(node)
             node.start()
         if ready:
-            for node in nodes:
+            for node in started:
                 node.wait_ready()
-        return nodes
+        return started
 
-    try:
-        yield start
-    finally:
-        for node in started:
+    def stop_all(self) -> None:
+        for node in self.nodes:
             node.request_stop()
-        for node in started:
+        for node in self.nodes:
             node.wait_stopped()
             print(f"--- {node.node_id} ({node.log_path}):\n{node.log_tail(60)}")
+
+
+@pytest.fixture
+def start_nodes(tmp_path: Path) -> Iterator[StartNodes]:
+    """``start_nodes(servers, count=3, env=None, ready=True)``: nodes n<i> (numbered on
+    from the ones this test started before), started, and by default ready."""
+    group = NodeGroup(tmp_path)
+    try:
+        yield group.start
+    finally:
+        group.stop_all()
+
+
+@pytest.fixture(scope="module")
+def cluster_nodes(
+    nats_cluster: NatsCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[NodeProcess]]:
+    """Three ready nodes on ``nats_cluster``, shared by a module's tests."""
+    group = NodeGroup(tmp_path_factory.mktemp("nodes"))
+    try:
+        yield group.start(nats_cluster)
+    finally:
+        group.stop_all()
