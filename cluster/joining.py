@@ -21,6 +21,7 @@ from cluster.loop import LoopThread
 from cluster.mirror import LogMirror
 from cluster.ownership import Ownership
 from cluster.settings import ClusterSettings
+from cluster.snapshots import SNAPSHOTS_BUCKET, Snapshots
 from storage.errors import StoreOpenError
 from storage.rocks.db import RocksSettings
 
@@ -83,7 +84,10 @@ async def _set_up(
     control = await step(CONTROL_BUCKET, lambda: open_bucket(js, CONTROL_BUCKET, replicas))
     mirror = LogMirror(js, replicas, loop)
     await step("the TIMERSTORE_LOG stream", mirror.ensure)
-    ownership = Ownership(cluster, rocks, loop, changelog, LeaseTable(leases, nodes))
+    snapshots = Snapshots(js, replicas, loop)
+    await step(SNAPSHOTS_BUCKET, snapshots.ensure)
+    table = LeaseTable(leases, nodes)
+    ownership = Ownership(cluster, rocks, loop, changelog, table, snapshots)
     return ClusterParts(
         cluster, loop, client, changelog, ownership, KvControl(loop, control), mirror
     )

@@ -29,11 +29,14 @@ from cluster.partition import APPEND_DEADLINE_S, OwnedPartition, write_marker
 from cluster.records import FenceOp, Record, encode_record
 from cluster.restore import catch_up, open_local
 from cluster.settings import ClusterSettings
+from cluster.snapshots import Snapshots
 from storage.errors import TimerStoreError
 from storage.rocks.db import RocksSettings
 
 log = logging.getLogger(__name__)
 FENCE_TRIES = 5
+# a snapshot of a partition after this many appended records (each carries many changes)
+SNAPSHOT_EVERY_RECORDS = 2_000
 
 
 def now_ms() -> int:
@@ -48,6 +51,7 @@ class Ownership:
         loop: LoopThread,
         changelog: Changelog,
         table: LeaseTable,
+        snapshots: Snapshots | None = None,
     ) -> None:
         self.settings = settings
         self.node_id = settings.node_id
@@ -55,6 +59,8 @@ class Ownership:
         self.loop = loop
         self.changelog = changelog
         self.table = table
+        self.snapshots = snapshots
+        self.snapshotting: set[int] = set()
         self.lock = threading.Lock()
         self.owned: dict[int, OwnedPartition] = {}
         self.held: dict[int, HeldLease] = {}  # leases held: owned, or being restored
@@ -149,6 +155,34 @@ class Ownership:
                 log.warning("partition %d: balance failed: %r", partition, e)
         with self.lock:
             self.ticks += 1
+        self.snapshot_due()
+
+    def snapshot_due(self) -> None:
+        """Snapshot (and trim) each owned partition SNAPSHOT_EVERY_RECORDS appends on."""
+        if self.snapshots is None:
+            return
+        with self.lock:
+            due = [
+                part
+                for p, part in self.owned.items()
+                if p not in self.snapshotting
+                and part.appended - part.snapshot_at >= SNAPSHOT_EVERY_RECORDS
+            ]
+            self.snapshotting.update(part.partition for part in due)
+        for part in due:
+            self.executor.submit(self.snapshot, part)
+
+    def snapshot(self, part: OwnedPartition) -> None:
+        assert self.snapshots is not None
+        try:
+            appended = part.appended
+            if self.snapshots.take(part) is not None:
+                part.snapshot_at = appended
+        except Exception:  # the top of a snapshot thread: log; the next tick tries again
+            log.exception("partition %d: snapshot failed", part.partition)
+        finally:
+            with self.lock:
+                self.snapshotting.discard(part.partition)
 
     async def balance(self, partition: int, held: HeldLease, alive: list[str], now: int) -> None:
         lease = held.lease
@@ -232,7 +266,7 @@ class Ownership:
                 log.exception("partition %d: after-take step failed", partition)
 
     def restore_and_fence(self, partition: int, epoch: int) -> OwnedPartition:
-        store, seq = open_local(self.rocks, partition)
+        store, seq = open_local(self.rocks, partition, self.snapshots)
         fence = encode_record(Record(self.node_id, epoch, [FenceOp(self.node_id, epoch)]))
         try:
             for _ in range(FENCE_TRIES):

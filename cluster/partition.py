@@ -81,6 +81,8 @@ class OwnedPartition:
         self._flushing = False
         self._dirty = False
         self._task: asyncio.Task[None] | None = None
+        self.appended = 0  # records appended by this owner (cluster.ownership's snapshots)
+        self.snapshot_at = 0  # ``appended`` when the last snapshot was taken
 
     def check(self) -> None:
         if self.lost is not None:
@@ -115,6 +117,15 @@ class OwnedPartition:
             write_marker(self.store, self.last_seq, dirty=False)
             self._dirty = False
 
+    def checkpoint(self, make: Callable[[RocksTimerStore], None]) -> int | None:
+        """``make(store)`` while every applied change is acknowledged (the marker clean at
+        ``last_seq``), writes held back; the sequence it covers, None when some await."""
+        with self.lock:
+            if self.lost is not None or self._pending or self._flushing or self._dirty:
+                return None
+            make(self.store)
+            return self.last_seq
+
     def append_now(self, op: Op) -> None:
         """Append one operation (a fence) with nothing applied locally."""
         self.write(lambda _store: (None, op))
@@ -147,6 +158,7 @@ class OwnedPartition:
                 return
             with self.lock:
                 self.last_seq = seq
+                self.appended += 1
             for _, waiter in batch:
                 waiter.set_result(None)
 

@@ -19,6 +19,7 @@ from cluster.changelog import Changelog
 from cluster.loop import LoopThread
 from cluster.partition import read_marker, write_marker
 from cluster.records import decode_record
+from cluster.snapshots import Snapshots
 from storage.rocks.db import RocksSettings
 from storage.rocks.store import RocksTimerStore
 
@@ -29,15 +30,28 @@ def partition_dir(rocks: RocksSettings, partition: int) -> Path:
     return Path(rocks.path) / "partitions" / str(partition)
 
 
-def open_local(rocks: RocksSettings, partition: int) -> tuple[RocksTimerStore, int]:
-    """The partition's local store and the sequence it holds (0 after a rebuild)."""
+def open_local(
+    rocks: RocksSettings, partition: int, snapshots: Snapshots | None = None
+) -> tuple[RocksTimerStore, int]:
+    """The partition's local store and the sequence it holds: its own directory when
+    trusted, else (or when older) the newest snapshot, else empty at 0."""
     path = partition_dir(rocks, partition)
     path.parent.mkdir(parents=True, exist_ok=True)
     settings = dataclasses.replace(rocks, path=str(path))
     store = RocksTimerStore(settings)
     marker = read_marker(store)
-    if marker is not None and not marker.dirty:
-        return store, marker.seq
+    seq = marker.seq if marker is not None and not marker.dirty else -1
+    newest = snapshots.latest(partition) if snapshots is not None else None
+    if newest is not None and newest.seq > seq:
+        assert snapshots is not None
+        store.close()
+        shutil.rmtree(path, ignore_errors=True)
+        snapshots.fetch(newest, path)
+        store = RocksTimerStore(settings)
+        log.info("partition %d: restored from snapshot %s", partition, newest.name)
+        return store, newest.seq
+    if seq >= 0:
+        return store, seq
     if marker is not None:
         log.warning("partition %d: local dir holds unacknowledged changes; rebuilding", partition)
     store.close()
