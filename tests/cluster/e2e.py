@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 
 import httpx
 
+from cluster.records import partition_of
+
 T = TypeVar("T")
 WAIT_S = 90.0  # a loaded 2-core machine; nothing here waits for a fixed time
 POLL_S = 0.1
@@ -58,3 +60,37 @@ def read_log(url: str, topic: str) -> list[dict[str, Any]]:
         if not page:
             return messages
         messages += page
+
+
+def full_log(url: str, topic: str, count: int) -> list[dict[str, Any]]:
+    """``topic``'s log once it holds at least ``count`` messages."""
+
+    def probe() -> list[dict[str, Any]] | None:
+        messages = read_log(url, topic)
+        return messages if len(messages) >= count else None
+
+    return wait_for(f"{count} messages of {topic} at {url}", probe)
+
+
+def topics_owned_by(url: str, node_id: str, candidates: list[str]) -> list[str]:
+    """The topics among ``candidates`` whose partition ``node_id`` owns, as ``url`` sees it."""
+    owned = owners(url)
+    return [t for t in candidates if owned[partition_of(t, len(owned))] == node_id]
+
+
+def owns_none(url: str, node_id: str) -> bool:
+    """``url`` sees every partition owned by a node other than ``node_id``."""
+    return all(owner not in (None, node_id) for owner in owners(url).values())
+
+
+def delivered_once(
+    url: str, expected: dict[str, set[str]], due_ms: dict[tuple[str, str], int]
+) -> None:
+    """Every topic's log, read through ``url``, holds exactly the ``expected`` ids, each
+    once, at dense offsets, none delivered before it was due."""
+    for topic, ids in expected.items():
+        messages = full_log(url, topic, len(ids))
+        assert [m["offset"] for m in messages] == list(range(len(messages)))
+        assert sorted(m["id"] for m in messages) == sorted(ids), topic
+        for m in messages:
+            assert m["delivered_at_ms"] >= due_ms[(topic, m["id"])], (topic, m)

@@ -5,13 +5,12 @@ is the single node's (read your writes, truthful cancel, one delivery into the t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from cluster.node_process import NodeProcess
-from tests.cluster.e2e import owners, read_log, schedule_batch, view, wait_for
+from tests.cluster.e2e import full_log, owners, schedule_batch, view, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 TOPICS = [f"orders-{i}" for i in range(24)]  # crc32 spreads them over the 16 partitions
@@ -22,7 +21,8 @@ def test_every_node_is_ready_and_every_partition_has_a_live_owner(
 ) -> None:
     ids = {n.node_id for n in cluster_nodes}
     for node in cluster_nodes:
-        assert httpx.get(f"{node.url}/readyz", timeout=10).status_code == 200
+        # (it answers 503 again for a moment while it restores a partition it takes)
+        wait_for(f"{node.node_id} ready", lambda u=node.url: httpx.get(f"{u}/readyz").is_success)
         seen = view(node.url)
         assert seen["node_id"] == node.node_id and seen["partitions"] == 16
         assert {m["node_id"] for m in seen["nodes"] if m["alive"]} == ids
@@ -82,14 +82,6 @@ def test_due_timers_reach_each_topic_log_once_and_read_the_same_from_every_node(
         assert [m["offset"] for m in logs[0]] == list(range(30))
         assert sorted(m["id"] for m in logs[0]) == sorted(expected[topic])  # each once
         assert all(m["delivered_at_ms"] >= m["deliver_at_ms"] for m in logs[0])  # none early
-
-
-def full_log(url: str, topic: str, count: int) -> list[dict[str, Any]]:
-    def probe() -> list[dict[str, Any]] | None:
-        messages = read_log(url, topic)
-        return messages if len(messages) >= count else None
-
-    return wait_for(f"{count} messages of {topic} at {url}", probe)
 
 
 def test_the_admin_ingest_is_refused_in_a_cluster(cluster_nodes: list[NodeProcess]) -> None:
