@@ -27,6 +27,13 @@ WRONG_LAST_SEQUENCE = 10071  # JetStream's error code for a stale expected seque
 DUPLICATE_WINDOW_S = 120.0
 APPEND_TRY_S = 2.0  # one try's timeout; a Raft election takes 4 to 9 s, so several tries
 READ_BATCH = 256
+# no answer yet (a server lost, a stream electing its leader): the append is tried again
+_NOT_ANSWERED = (
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.js.errors.NoStreamResponseError,
+    nats.errors.ConnectionClosedError,
+)
 READ_DEADLINE_S = 30.0
 
 
@@ -85,7 +92,7 @@ class Changelog:
                     ) from e
                 if e.code not in (503, None) or loop.time() >= give_up_at:
                     raise PartitionMovedError(f"partition {partition}: append failed: {e}") from e
-            except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as e:
+            except _NOT_ANSWERED as e:
                 if loop.time() >= give_up_at:
                     raise PartitionMovedError(
                         f"partition {partition}: append not acknowledged in {deadline_s} s"

@@ -16,6 +16,7 @@ joins or leaves, only the partitions it wins or held move.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 
@@ -102,16 +103,16 @@ class LeaseTable:
         subjects), not a watcher consumer per tick."""
         prefix = f"$KV.{NODES_BUCKET}."
         info = await self.nodes._js.stream_info(f"KV_{NODES_BUCKET}", subjects_filter=prefix + ">")
-        found: dict[str, NodeBeat] = {}
-        for subject in info.state.subjects or {}:
-            name = subject[len(prefix) :]
-            try:
-                entry = await self.nodes.get(name)
-            except nats.js.errors.KeyNotFoundError:  # deleted: the node left
-                continue
-            if entry.value:
-                found[name] = msgspec.json.decode(entry.value, type=NodeBeat)
-        return found
+        names = [subject[len(prefix) :] for subject in info.state.subjects or {}]
+        beats = await asyncio.gather(*(self._beat_of(name) for name in names))
+        return {name: beat for name, beat in zip(names, beats, strict=True) if beat is not None}
+
+    async def _beat_of(self, name: str) -> NodeBeat | None:
+        try:
+            entry = await self.nodes.get(name)
+        except nats.js.errors.KeyNotFoundError:  # deleted: the node left
+            return None
+        return msgspec.json.decode(entry.value, type=NodeBeat) if entry.value else None
 
     async def leave(self, node_id: str) -> None:
         """A clean stop: the node is gone from the nodes bucket at once."""

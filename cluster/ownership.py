@@ -142,20 +142,27 @@ class Ownership:
             await asyncio.sleep(self.tick_s)
 
     async def tick(self) -> None:
+        """One round: every request of a step sent together, so that a tick takes a few
+        round trips however many partitions (a slow tick lets leases expire)."""
         now = now_ms()
-        await self.table.beat(self.node_id, NodeBeat(self.settings.advertise_url, now))
-        self.members = await self.table.members()
+        beat = NodeBeat(self.settings.advertise_url, now)
+        _, self.members = await asyncio.gather(
+            self.table.beat(self.node_id, beat), self.table.members()
+        )
         alive = self.alive(now)
-        for partition in range(self.settings.partitions):
-            try:
-                held = await self.table.read(partition)
-                self.seen[partition] = held
-                await self.balance(partition, held, alive, now_ms())
-            except nats.errors.Error as e:  # one partition's turn; the others go on
-                log.warning("partition %d: balance failed: %r", partition, e)
+        partitions = range(self.settings.partitions)
+        await asyncio.gather(*(self.balance_one(p, alive) for p in partitions))
         with self.lock:
             self.ticks += 1
         self.snapshot_due()
+
+    async def balance_one(self, partition: int, alive: list[str]) -> None:
+        try:
+            held = await self.table.read(partition)
+            self.seen[partition] = held
+            await self.balance(partition, held, alive, now_ms())
+        except nats.errors.Error as e:  # one partition's turn; the others go on
+            log.warning("partition %d: balance failed: %r", partition, e)
 
     def snapshot_due(self) -> None:
         """Snapshot (and trim) each owned partition SNAPSHOT_EVERY_RECORDS appends on."""

@@ -112,11 +112,14 @@ async def _halt(store: ClusterStore) -> None:
 
 
 def owner_of(stores: list[ClusterStore], topic: str) -> ClusterStore:
+    """The store owning ``topic``'s partition, waited for while the partition moves."""
     partition = stores[0].partition(topic)
-    for store in stores:
-        if store.ownership.owner(partition) is not None:
-            return store
-    raise AssertionError(f"no store owns partition {partition}")
+
+    def owners() -> list[ClusterStore]:
+        return [s for s in stores if s.ownership.owner(partition) is not None]
+
+    wait_for(lambda: bool(owners()), f"an owner of partition {partition}")
+    return owners()[0]
 
 
 @contextmanager

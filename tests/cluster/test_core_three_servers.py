@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from cluster.natsd import NatsCluster
 from cluster.settings import ClusterSettings
 from cluster.store import ClusterStore, open_cluster_store
+from storage.errors import StoreClosedError
 from storage.protocol import TimerState
 from tests.cluster.core_helpers import crash, rocks_at, settled, timers, wait_for
 
@@ -22,6 +24,19 @@ def settings(urls: list[str], node_id: str) -> ClusterSettings:
     return ClusterSettings(
         nats_urls=tuple(urls), node_id=node_id, advertise_url=f"http://{node_id}"
     )
+
+
+def retried(call: Callable[[], object]) -> None:
+    """``call`` until it is not refused with a 503 (StoreClosedError), for up to 60 s."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            call()
+            return
+        except StoreClosedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def taken_over(survivors: list[ClusterStore], gone: str) -> bool:
@@ -49,8 +64,9 @@ def test_a_lost_node_and_a_lost_server_lose_no_write(tmp_path: Path) -> None:
                 view = survivors[1].get(topic, "t4")
                 assert view is not None and view.state == TimerState.PENDING
             servers.kill(1)
-            for i, topic in enumerate(topics):
-                survivors[i % 2].schedule(timers(topic, 2, NOW_MS + 7_200_000, "after"), NOW_MS)
+            for i, topic in enumerate(topics):  # as a client would: again after a 503
+                more = timers(topic, 2, NOW_MS + 7_200_000, "after")
+                retried(lambda s=survivors[i % 2], more=more: s.schedule(more, NOW_MS))
             assert survivors[0].stats().pending == len(topics) * 7
         finally:
             for store in stores[1:]:
