@@ -61,6 +61,7 @@ class Ownership:
         self.table = table
         self.snapshots = snapshots
         self.snapshotting: set[int] = set()
+        self.closing = False  # stop() began: no new worker-thread work
         self.lock = threading.Lock()
         self.owned: dict[int, OwnedPartition] = {}
         self.held: dict[int, HeldLease] = {}  # leases held: owned, or being restored
@@ -127,6 +128,7 @@ class Ownership:
 
     async def stop(self) -> None:
         """Stop balancing, hand every partition back, and leave the nodes bucket."""
+        self.closing = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -177,7 +179,7 @@ class Ownership:
             ]
             self.snapshotting.update(part.partition for part in due)
         for part in due:
-            self.executor.submit(self.snapshot, part)
+            self._submit(self.snapshot, part)
 
     def snapshot(self, part: OwnedPartition) -> None:
         assert self.snapshots is not None
@@ -246,7 +248,7 @@ class Ownership:
                 return
             self.restoring.add(partition)
         epoch = held.lease.epoch if held.lease is not None else 0
-        self.loop.loop.run_in_executor(self.executor, self.restore, partition, epoch)
+        self._submit(self.restore, partition, epoch)
 
     def restore(self, partition: int, epoch: int) -> None:
         """Restore and fence the partition (a worker thread); own it if still held. A
@@ -294,6 +296,16 @@ class Ownership:
             store.close()
             raise
 
+    def _submit(self, work: Callable[..., object], *args: object) -> None:
+        """Run ``work`` on a worker thread; nothing once the node is stopping (its
+        executor may be shut down: a restore or snapshot then has no use)."""
+        if self.closing:
+            return
+        try:
+            self.executor.submit(work, *args)
+        except RuntimeError:  # shut down between the check and the submit
+            log.debug("not run, the node is stopping: %r", work)
+
     # ------------------------------------------------------------------ letting go
     def on_lost(self, partition: int, error: TimerStoreError) -> None:
         """An append of the partition failed (on the loop thread): stop owning it."""
@@ -305,14 +317,20 @@ class Ownership:
             part = self.owned.pop(partition, None)
         if part is not None:
             log.warning("partition %d: dropped (%s)", partition, why)
-            self.executor.submit(part.close)
+            try:
+                self.executor.submit(part.close)
+            except RuntimeError:  # the executor is shut down: the process is ending
+                part.close()
 
     async def hand_back(self, partition: int, held: HeldLease) -> None:
         with self.lock:
             part = self.owned.pop(partition, None)
             self.held.pop(partition, None)
         if part is not None:
-            await self.loop.loop.run_in_executor(self.executor, part.close)
+            try:
+                await self.loop.loop.run_in_executor(self.executor, part.close)
+            except RuntimeError:  # the executor is shut down: the process is ending
+                part.close()
         if held.lease is not None:
             released = Lease(self.node_id, held.lease.epoch, 0)
             await self.table.write(partition, held, released)

@@ -110,3 +110,11 @@ async def _pause_balance(store: ClusterStore) -> None:
     task = store.ownership._task
     assert task is not None
     task.cancel()
+
+
+def test_work_asked_for_after_close_is_dropped_quietly(pair: list[ClusterStore]) -> None:
+    n0, _ = pair
+    n0.close()
+    ran: list[bool] = []
+    n0.ownership._submit(lambda: ran.append(True))  # a late tick's restore or snapshot
+    assert ran == []
