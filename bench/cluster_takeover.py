@@ -26,6 +26,7 @@ from cluster.node_process import NodeProcess
 TOPICS = [f"k-{i}" for i in range(96)]
 PER_TOPIC = 50
 POLL_S = 0.05
+ROUND_TIMEOUT_S = 120.0
 
 
 def owners(url: str) -> dict[int, str | None]:
@@ -38,13 +39,42 @@ def victim_topics(url: str, victim: str) -> list[str]:
     return [t for t in TOPICS if owned[zlib.crc32(t.encode()) % len(owned)] == victim][:4]
 
 
-def log_size(url: str, topic: str) -> int:
-    r = httpx.get(f"{url}/v1/topics/{topic}/messages", params={"offset": 0}, timeout=10)
-    return int(r.json()["next_offset"]) if r.status_code == 200 else 0
+def log_end(url: str, topic: str, offset: int = 0) -> int:
+    """The topic log's next offset, read from ``offset`` on (a page is bounded)."""
+    r = httpx.get(f"{url}/v1/topics/{topic}/messages", params={"offset": offset}, timeout=10)
+    return int(r.json()["next_offset"]) if r.status_code == 200 else offset
+
+
+def schedule(url: str, timers: list[dict[str, object]]) -> None:
+    """The batch, again while a partition moves (503)."""
+    for _ in range(100):
+        r = httpx.post(f"{url}/v1/timers/batch", json={"timers": timers}, timeout=30)
+        if r.is_success:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"the batch was refused: {r.status_code} {r.text}")
+
+
+def balanced(nodes: list[NodeProcess]) -> None:
+    """Until every node owns some partition (as the first node sees it)."""
+    ids = {n.node_id for n in nodes}
+    deadline = time.monotonic() + ROUND_TIMEOUT_S
+    while set(owners(nodes[0].url).values()) != ids:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not balanced in {ROUND_TIMEOUT_S} s: {owners(nodes[0].url)}")
+        time.sleep(POLL_S)
+
+
+def end_of_log(url: str, topic: str) -> int:
+    offset = 0
+    while (following := log_end(url, topic, offset)) != offset:
+        offset = following
+    return offset
 
 
 def one_round(nodes: list[NodeProcess]) -> tuple[float, float]:
     survivor, victim = nodes[0], nodes[2]
+    balanced(nodes)
     topics = victim_topics(survivor.url, victim.node_id)
     kill_ms = int(time.time() * 1000) + 500
     timers = [
@@ -52,17 +82,20 @@ def one_round(nodes: list[NodeProcess]) -> tuple[float, float]:
         for t in topics
         for k in range(PER_TOPIC)
     ]
-    before = {t: log_size(survivor.url, t) for t in topics}
-    assert httpx.post(f"{survivor.url}/v1/timers/batch", json={"timers": timers}).is_success
+    before = {t: end_of_log(survivor.url, t) for t in topics}
+    schedule(survivor.url, timers)
     time.sleep(max(0.0, kill_ms / 1000 - time.time()))
     killed = time.monotonic()
     victim.kill()
     takeover = delivered = 0.0
+    deadline = time.monotonic() + ROUND_TIMEOUT_S
     while not (takeover and delivered):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"round not over in {ROUND_TIMEOUT_S} s: {takeover=} {delivered=}")
         if not takeover and victim.node_id not in owners(survivor.url).values():
             takeover = time.monotonic() - killed
         if not delivered and all(
-            log_size(survivor.url, t) >= before[t] + PER_TOPIC for t in topics
+            log_end(survivor.url, t, before[t]) >= before[t] + PER_TOPIC for t in topics
         ):
             delivered = time.monotonic() - killed
         time.sleep(POLL_S)

@@ -82,7 +82,8 @@ def run_up(args: argparse.Namespace) -> int:
             nodes[-1].start()
         for node in nodes:
             node.wait_ready()
-            print(f"{node.node_id} {node.url} ready (log {node.log_path})", flush=True)
+            ready = f"{node.node_id} {node.url} ready (pid {node.pid}, log {node.log_path})"
+            print(ready, flush=True)
         print(f"cluster up: {len(nodes)} nodes; Ctrl-C stops them all", flush=True)
         _watch(nodes)
     except StopRequested as stop:

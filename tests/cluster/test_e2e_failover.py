@@ -65,6 +65,18 @@ def first_delivery(url: str, topics: list[str]) -> None:
     wait_for("a first delivery", lambda: any(read_log(url, t) for t in topics))
 
 
+def under_way(nodes: list[NodeProcess], count: int, per_topic: int, step_ms: int) -> Due:
+    """Once balanced: ``per_topic`` timers on each of ``count`` topics of ``nodes[2]``
+    (the victim) due from 2 s on, scheduled through ``nodes[0]``; returns once the first
+    of them is delivered."""
+    balanced(nodes)
+    topics = topics_owned_by(nodes[0].url, nodes[2].node_id, CANDIDATES)[:count]
+    due: Due = {}
+    schedule(nodes[0].url, spread(topics, "a", per_topic, now_ms() + 2_000, step_ms), due)
+    first_delivery(nodes[0].url, topics)
+    return due
+
+
 def expected_of(due: Due) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for topic, timer_id in due:
@@ -124,11 +136,8 @@ def test_a_paused_owner_past_its_lease_appends_and_delivers_nothing_after_it(
 ) -> None:
     nodes = start_nodes(fresh_nats)
     n0, n1, victim = nodes
-    balanced(nodes)
-    topics = topics_owned_by(n0.url, victim.node_id, CANDIDATES)[:4]
-    due: Due = {}
-    schedule(n0.url, spread(topics, "a", 40, now_ms() + 2_000, 100), due)
-    first_delivery(n0.url, topics)
+    due = under_way(nodes, 4, 40, 100)
+    topics = sorted({topic for topic, _ in due})
     victim.pause()
     wait_for("no partition owned by the paused node", lambda: owns_none(n0.url, victim.node_id))
     delivered_once(n1.url, expected_of(due), due)
@@ -178,11 +187,7 @@ def test_cancels_racing_deliveries_across_a_takeover_are_truthful(
 ) -> None:
     nodes = start_nodes(fresh_nats)
     n0, n1, victim = nodes
-    balanced(nodes)
-    topics = topics_owned_by(n0.url, victim.node_id, CANDIDATES)[:3]
-    due: Due = {}
-    schedule(n0.url, spread(topics, "r", 60, now_ms() + 2_000, 50), due)
-    first_delivery(n0.url, topics)
+    due = under_way(nodes, 3, 60, 50)
     with ThreadPoolExecutor(8) as pool:
         answers = pool.map(lambda key: (key, cancel_until_answered(n1.url, *key)), list(due))
         victim.kill()
