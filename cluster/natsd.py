@@ -138,6 +138,14 @@ class NatsCluster:
         self._spawn(index)
         self.wait_ready([index])
 
+    def restart_stopped(self) -> None:
+        """Start every server that is not running (all of them at once: one alone cannot
+        elect a leader) and wait until JetStream has a meta leader again."""
+        for index in range(len(self.ports)):
+            if self.pid(index) is None:
+                self._spawn(index)
+        self.wait_ready()
+
     def wait_ready(self, indexes: list[int] | None = None) -> None:
         """Until every server in ``indexes`` (default: all running) answers ``/healthz``
         and reports a JetStream meta leader; ``StoreOpenError`` after READY_TIMEOUT_S."""

@@ -201,3 +201,17 @@ def test_cancels_racing_deliveries_across_a_takeover_are_truthful(
             assert r.status_code == 404, r.text  # cancelled: gone, never delivered
         else:
             assert r.json()["state"] == "delivered", r.text
+
+
+def test_readyz_is_200_only_while_joined(fresh_nats: NatsCluster, start_nodes: StartNodes) -> None:
+    [node] = start_nodes(fresh_nats, count=1)  # ready: joined and its partitions restored
+
+    def readyz() -> int:
+        return httpx.get(f"{node.url}/readyz", timeout=10).status_code
+
+    for index in range(3):  # no NATS server left: not joined any more
+        fresh_nats.kill(index)
+    wait_for("/readyz 503 without NATS", lambda: readyz() == 503)
+    assert httpx.get(f"{node.url}/healthz", timeout=10).status_code == 200  # alive all along
+    fresh_nats.restart_stopped()
+    wait_for("/readyz 200 once joined again", lambda: readyz() == 200)
