@@ -31,6 +31,7 @@ RUN ln -s /opt/venv/lib/python3.11/site-packages/pyspark /opt/spark
 
 COPY pyproject.toml requirements.lock README.md /src/
 COPY app /src/app
+COPY cluster /src/cluster
 COPY storage /src/storage
 COPY api /src/api
 COPY bench /src/bench

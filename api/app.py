@@ -20,6 +20,7 @@ from api.errors import error_response, install_error_handlers
 from api.hot_routes import HotRoutes
 from api.routes import (
     admin,
+    cluster,
     deadletters,
     groups,
     health,
@@ -124,7 +125,7 @@ def create_app(
     app.state.settings = settings
     install_error_handlers(app)
     app.include_router(health.router)
-    for module in (timers, topics, groups, stats, deadletters):
+    for module in (timers, topics, groups, stats, deadletters, cluster):
         app.include_router(module.router, dependencies=[Depends(guard)])
     for module in (admin, topic_routes):  # routes hold webhook URLs and secrets
         app.include_router(module.router, dependencies=[Depends(admin_guard)])

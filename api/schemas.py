@@ -17,6 +17,7 @@ from app.routing import Route, SinkKind
 from app.stats import ServiceStats
 from storage.names import NAME_MAX_BYTES, NAME_PATTERN
 from storage.protocol import (
+    ClusterView,
     IngestReport,
     LoggedMessage,
     NewTimer,
@@ -281,6 +282,7 @@ DOC_TYPES: tuple[Any, ...] = (
     RouteView,
     GroupCommit,
     GroupList,
+    ClusterView,
 )
 
 TIMER_EXAMPLE = {

@@ -1,6 +1,7 @@
 """Why the service is not ready (``/readyz`` 503), or None when it is.
 
-Not ready while starting or shutting down; while the disk under the store is full (from
+Not ready while starting or shutting down; in a cluster, until the node has joined
+(connected, and every partition it owns restored); while the disk under the store is full (from
 the write that found it full until one succeeds again); and while a stage of the engine
 (scanner, dispatcher) has failed every step for longer than
 ``engine.stage_failure_unready_ms``. A load balancer then stops sending requests that
@@ -9,10 +10,12 @@ would fail, and an orchestrator sees a service that does not deliver.
 
 from __future__ import annotations
 
+from app.cluster_view import is_caught_up
 from app.engine import Engine
 from storage.protocol import SupportsWriteHealth, TimerStore
 
 DISK_FULL = "the disk under the store is full: writes are refused until space is freed"
+NOT_JOINED = "joining the cluster: not connected, or a partition it owns is not restored yet"
 MAX_ERROR_CHARS = 300  # of a stage's last error, in the reason
 
 
@@ -22,6 +25,8 @@ def unready_reason(
     """``started``: accepting requests, with the store open and the engine running."""
     if not started or store is None:
         return "starting or shutting down"
+    if not is_caught_up(store):
+        return NOT_JOINED
     if isinstance(store, SupportsWriteHealth) and store.disk_full():
         return DISK_FULL
     if engine is not None:

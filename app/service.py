@@ -29,6 +29,7 @@ import anyio.to_thread
 from app import readiness
 from app import stats as stats_mod
 from app.clock import Clock, SystemClock
+from app.cluster_view import CLUSTER_INGEST_REFUSED, cluster_view_of
 from app.config import Settings
 from app.engine import Engine
 from app.engine.redis_sink import REDIS_SINK, RedisStreamSender
@@ -39,7 +40,7 @@ from app.groups import GroupOffsets
 from app.notify import TopicNotifier
 from app.routing import RouteTable
 from app.stats import ServiceStats
-from app.stores import open_store, store_format
+from app.stores import log_store_opened, open_store
 from app.telemetry import Telemetry
 from app.telemetry_gauges import ServiceGauges
 from app.timer_requests import (
@@ -60,10 +61,12 @@ from storage.errors import (
 )
 from storage.protocol import (
     CancelOutcome,
+    ClusterView,
     HousekeepingReport,
     IngestReport,
     NewTimer,
     ScheduleResult,
+    SupportsCluster,
     SupportsIngest,
     TimerPage,
     TimerStore,
@@ -167,31 +170,10 @@ class TimerService:
         self._log_started(self._store)
 
     def _log_started(self, store: TimerStore) -> None:
-        stats = store.stats()
-        log.info(
-            "store opened: %s (%s) at %s, %d pending, %d dead letters, %d delivered",
-            store.name,
-            store_format(store),
-            self.settings.data_dir,
-            stats.pending,
-            stats.dead_lettered,
-            stats.delivered,
-            extra={
-                "event": "store_opened",
-                "store": store.name,
-                "format": store_format(store),
-                "data_dir": self.settings.data_dir,
-                "pending": stats.pending,
-                "dead_letters": stats.dead_lettered,
-                "delivered": stats.delivered,
-                "topics": len(stats.pending_by_topic),
-            },
-        )
-        if self.limits.store_chunk_timers is not None:
-            log.warning(
-                "limits.store_chunk_timers is ignored: a batch is one atomic store write",
-                extra={"event": "deprecated_setting", "setting": "limits.store_chunk_timers"},
-            )
+        if isinstance(store, SupportsCluster):  # its counts need every partition owned
+            log.info("joining the cluster", extra={"event": "cluster_joining"})
+        else:
+            log_store_opened(store, self.settings)
         log.info("service started", extra={"event": "started", "engine": self._run_engine})
 
     def _routing_sink(self, routes: RouteTable) -> RoutingSink:
@@ -273,6 +255,8 @@ class TimerService:
     async def ingest(self, stage_dir: str, *, replace: bool = False) -> IngestReport:
         """Ingest a staged bulk import into the running store (only stores that can)."""
         store = self.store
+        if isinstance(store, SupportsCluster):
+            raise UnsupportedError(CLUSTER_INGEST_REFUSED)
         if not isinstance(store, SupportsIngest):
             raise UnsupportedError(f"the {store.name} store cannot ingest SST files")
         now_ms = self.clock.now_ms()
@@ -390,6 +374,9 @@ class TimerService:
         return purged
 
     # ----------------------------------------------------------------- stats, housekeeping
+    async def cluster_view(self) -> ClusterView:
+        return await self.call(cluster_view_of, self.store, self.settings)
+
     async def stats(self) -> ServiceStats:
         snapshot = await self.call(
             stats_mod.collect,

@@ -19,8 +19,9 @@ from bench import cli as bench_cli
 from bench import single_inproc
 from pipeline import cli as pipeline_cli
 from storage.errors import ConfigError, InvalidInputError, StoreOpenError
+from timerstore import cluster_up
 
-COMMANDS = (server, migrate_cli, bench_cli, pipeline_cli)
+COMMANDS = (server, migrate_cli, bench_cli, pipeline_cli, cluster_up)
 EXIT_BAD_INPUT = 2  # as argparse's usage errors
 DESCRIPTION = (
     "A durable timer service for delayed messages: schedule a message for a topic at a "

@@ -1,0 +1,75 @@
+"""The topic-log mirror (TIMERSTORE_LOG) and the control data in KV, on a real nats-server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster.mirror import LOG_STREAM, log_subject
+from cluster.natsd import NatsCluster
+from cluster.store import ClusterStore
+from storage.protocol import LOG_SINK
+from tests.cluster.core_helpers import crash, started_pair, timers, topic_owned_by, wait_for
+
+pytestmark = pytest.mark.cluster
+NOW_MS = 1_000_000
+
+
+@pytest.fixture
+def urls(tmp_path: Path) -> Iterator[list[str]]:
+    with NatsCluster(tmp_path / "nats", nodes=1) as servers:
+        yield servers.urls
+
+
+def mirrored(store: ClusterStore, topic: str) -> list[int]:
+    """The offsets the mirror holds for ``topic``, in stream order."""
+
+    async def read() -> list[int]:
+        sub = await store.client.jetstream().subscribe(
+            log_subject(topic), stream=LOG_STREAM, ordered_consumer=True
+        )
+        offsets: list[int] = []
+        try:
+            while True:
+                msg = await sub.next_msg(timeout=1)
+                offsets.append(int((msg.headers or {})["Timerstore-Offset"]))
+        except TimeoutError:
+            return offsets
+        finally:
+            await sub.unsubscribe()
+
+    return store.loop.run(read(), 30)
+
+
+def test_the_mirror_holds_each_offset_once_after_a_takeover(
+    urls: list[str], tmp_path: Path
+) -> None:
+    with started_pair(urls, tmp_path) as (n0, n1):
+        topic = topic_owned_by([n0, n1], "n0")
+        n1.schedule(timers(topic, 8, NOW_MS - 100), NOW_MS)
+        due = n0.due(NOW_MS, 100)
+        n0.commit_delivered(due[:5], NOW_MS + 1, sink=LOG_SINK)
+        wait_for(lambda: mirrored(n1, topic) == [0, 1, 2, 3, 4], "the mirror follows the log")
+        n0.commit_delivered(due[5:], NOW_MS + 2, sink=LOG_SINK)
+        crash(n0)  # the last three may or may not have reached the mirror
+        wait_for(lambda: n1.ownership.owner(n1.partition(topic)) is not None, "n1 took over")
+        wait_for(lambda: len(mirrored(n1, topic)) >= 8, "the new owner fills the mirror")
+        assert mirrored(n1, topic) == list(range(8))
+        payloads = [m.payload for m in n1.read_log(topic, 0, 100)]
+        assert payloads == [t.record.payload for t in due]
+
+
+def test_control_data_is_shared_by_every_node(urls: list[str], tmp_path: Path) -> None:
+    with started_pair(urls, tmp_path) as (n0, n1):
+        n0.control.put("routes", "orders.eu", b"webhook")
+        n0.control.put("routes", "orders.us", b"log")
+        n0.control.put("groups", "g1", b"7")
+        assert n1.control.get("routes", "orders.eu") == b"webhook"
+        assert n1.control.scan("routes") == [("orders.eu", b"webhook"), ("orders.us", b"log")]
+        assert n1.control.scan("routes", "orders.u") == [("orders.us", b"log")]
+        assert n1.control.delete("routes", "orders.eu") is True
+        assert n0.control.delete("routes", "orders.eu") is False
+        assert n0.control.get("routes", "orders.eu") is None
+        assert n0.control.scan("nothing") == []

@@ -1,0 +1,98 @@
+"""Three real nodes on three real nats-servers: any node takes any request, and the answer
+is the single node's (read your writes, truthful cancel, one delivery into the topic log).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cluster.node_process import NodeProcess
+from tests.cluster.e2e import full_log, owners, schedule_batch, view, wait_for
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+TOPICS = [f"orders-{i}" for i in range(24)]  # crc32 spreads them over the 16 partitions
+
+
+def test_every_node_is_ready_and_every_partition_has_a_live_owner(
+    cluster_nodes: list[NodeProcess],
+) -> None:
+    ids = {n.node_id for n in cluster_nodes}
+    for node in cluster_nodes:
+        # (it answers 503 again for a moment while it restores a partition it takes)
+        wait_for(f"{node.node_id} ready", lambda u=node.url: httpx.get(f"{u}/readyz").is_success)
+        seen = view(node.url)
+        assert seen["node_id"] == node.node_id and seen["partitions"] == 16
+        assert {m["url"] for m in seen["nodes"]} == {n.url for n in cluster_nodes}
+        # alive = a heartbeat younger than the lease: a late one on a loaded machine is
+        # a moment of "not alive", so wait for every node to be seen alive
+        wait_for(
+            f"{node.node_id} sees every node alive",
+            lambda u=node.url: {m["node_id"] for m in view(u)["nodes"] if m["alive"]} == ids,
+        )
+
+    def agreed() -> bool:
+        maps = [owners(n.url) for n in cluster_nodes]
+        return all(m == maps[0] for m in maps) and set(maps[0].values()) == ids
+
+    wait_for("the three nodes agree on one owner per partition, each owning some", agreed)
+
+
+def test_a_timer_scheduled_on_one_node_is_pending_on_every_node(
+    cluster_nodes: list[NodeProcess],
+) -> None:
+    for index, topic in enumerate(TOPICS):
+        writer = cluster_nodes[index % 3]
+        body = {"topic": topic, "id": "ryw", "delay_ms": 3_600_000, "payload": topic}
+        r = httpx.post(f"{writer.url}/v1/timers", json=body, timeout=30)
+        assert r.status_code == 201, r.text
+        for reader in cluster_nodes:
+            got = httpx.get(f"{reader.url}/v1/timers/{topic}/ryw", timeout=30)
+            assert got.status_code == 200, (reader.node_id, got.text)
+            assert got.json()["state"] == "pending"
+            assert got.json()["deliver_at_ms"] == r.json()["deliver_at_ms"]
+
+
+def test_cancel_through_any_node_is_truthful(cluster_nodes: list[NodeProcess]) -> None:
+    n0, n1, n2 = cluster_nodes
+    for topic in TOPICS[:8]:
+        body = {"topic": topic, "id": "to-cancel", "delay_ms": 3_600_000}
+        assert httpx.post(f"{n0.url}/v1/timers", json=body, timeout=30).status_code == 201
+        assert httpx.delete(f"{n1.url}/v1/timers/{topic}/to-cancel", timeout=30).status_code == 204
+        again = httpx.delete(f"{n2.url}/v1/timers/{topic}/to-cancel", timeout=30)
+        assert again.status_code == 404, again.text
+        assert httpx.get(f"{n0.url}/v1/timers/{topic}/to-cancel", timeout=30).status_code == 404
+
+
+def test_due_timers_reach_each_topic_log_once_and_read_the_same_from_every_node(
+    cluster_nodes: list[NodeProcess],
+) -> None:
+    topics = [f"due-{i}" for i in range(6)]
+    expected: dict[str, set[str]] = {t: set() for t in topics}
+    for round_ in range(3):
+        timers = [
+            {"topic": t, "id": f"r{round_}-{k}", "delay_ms": 500, "payload": "x"}
+            for t in topics
+            for k in range(10)
+        ]
+        r = schedule_batch(cluster_nodes[round_].url, timers)
+        assert r.status_code == 200, r.text
+        for t in timers:
+            expected[t["topic"]].add(t["id"])
+    for topic in topics:
+        logs = [full_log(node.url, topic, 30) for node in cluster_nodes]
+        assert logs[0] == logs[1] == logs[2]
+        assert [m["offset"] for m in logs[0]] == list(range(30))
+        assert sorted(m["id"] for m in logs[0]) == sorted(expected[topic])  # each once
+        assert all(m["delivered_at_ms"] >= m["deliver_at_ms"] for m in logs[0])  # none early
+
+
+def test_the_admin_ingest_is_refused_in_a_cluster(cluster_nodes: list[NodeProcess]) -> None:
+    node = cluster_nodes[0]
+    stage = Path(node.data_dir) / "staging" / "bulk-1"
+    stage.mkdir(parents=True)
+    r = httpx.post(f"{node.url}/v1/admin/ingest", json={"stage_dir": "bulk-1"}, timeout=30)
+    assert r.status_code == 409, r.text
+    assert "the cluster does not ingest SST files" in r.json()["error"]["message"]
