@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -20,6 +21,16 @@ def _names(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
     return [n.strip() for v in values for n in v.split(",") if n.strip()]
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def register(subparsers: Any) -> None:
@@ -58,6 +69,13 @@ def register(subparsers: Any) -> None:
         metavar="NAMES",
         help="systems or families: rocks,wheel,heap,aps,aps-sqlite,... (default: all)",
     )
+    p.add_argument(
+        "--growth-pending",
+        type=_positive,
+        metavar="N",
+        help="take the growth scenario (200 B payloads) to N pending timers, e.g. 100000000 "
+        "(hours at 100M; the disk needs about 60 B per timer)",
+    )
     p.add_argument("--out", default=DEFAULT_OUT, help=f"results root (default {DEFAULT_OUT})")
     p.add_argument("--keep-data", action="store_true", help="keep the stores' data directories")
     p.add_argument("--quiet", action="store_true", help="no live progress display")
@@ -70,6 +88,9 @@ def handle(args: argparse.Namespace) -> int:
     from bench.sizes import FULL, PRESETS
 
     sizes = PRESETS[args.mode]
+    if args.growth_pending:
+        targets_ = {**sizes.growth_targets, 200: args.growth_pending}
+        sizes = dataclasses.replace(sizes, growth_targets=targets_)
     chosen, specs = _selection(args)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = os.path.join(args.out, stamp)
@@ -82,6 +103,8 @@ def handle(args: argparse.Namespace) -> int:
         argv += ["--scenario", ",".join(_names(args.scenario) or [])]
     if args.stores:
         argv += ["--stores", ",".join(_names(args.stores) or [])]
+    if args.growth_pending:
+        argv += ["--growth-pending", str(args.growth_pending)]
     results = run_bench(
         chosen, specs, sizes, out_dir, keep_data=args.keep_data, quiet=args.quiet, argv=argv
     )

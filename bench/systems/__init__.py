@@ -14,10 +14,12 @@ from bench.systems.engine_system import (
     wheel_factory,
 )
 from bench.systems.heap import HeapSystem
+from bench.systems.peer_openers import open_nats, open_postgres, open_redis
 
 __all__ = ["BenchSystem", "BenchTimer", "Skip", "SystemSpec", "all_specs", "select_specs"]
 
 ROCKS = "rocks"
+PEER_FAMILIES = ("nats", "redis", "postgres")
 
 
 class Opener(Protocol):
@@ -35,7 +37,7 @@ class Opener(Protocol):
 @dataclass(frozen=True)
 class SystemSpec:
     name: str
-    family: str  # rocks | wheel | heap | aps
+    family: str  # rocks | wheel | heap | aps | nats | redis | postgres
     description: str
     opener: Opener
     sim_clock: bool
@@ -43,6 +45,8 @@ class SystemSpec:
     scale: float = 1.0  # share of a scenario's size this system gets (slow baselines)
     max_timers: int | None = None  # and a cap (APScheduler keeps a ~1 KB Job object each)
     unavailable: str | None = None  # why it cannot run at all in this checkout
+    durability: str = "none (in memory)"  # printed beside every figure of the system
+    server_clock: bool = False  # its server fires timers on its own (no start() needed)
     delivery_only: bool = False  # a variant that differs only in delivery (misfire policy)
     precision_ms: int | None = None  # a wheel's slot width: a simulated clock walks every slot
 
@@ -134,6 +138,7 @@ def all_specs() -> list[SystemSpec]:
     """Every system, in the order the results and the report list them."""
     return [
         _rocks_spec(),
+        _rocks_sync_spec(),
         *(_wheel_spec(precision_ms) for precision_ms in (1000, 10)),
         _heap_spec(),
         *(
@@ -141,6 +146,7 @@ def all_specs() -> list[SystemSpec]:
             for store, scale, cap in (("memory", 0.25, 250_000), ("sqlite", 0.02, 20_000))
             for grace_default in (True, False)
         ),
+        *peer_specs(),
     ]
 
 
@@ -152,6 +158,24 @@ def _rocks_spec() -> SystemSpec:
         _engine_opener(ROCKS, _rocks),
         True,
         True,
+        durability=ROCKS_DURABILITY,
+    )
+
+
+def _rocks_sync(statistics: bool, blob_min_bytes: int | None) -> StoreFactory:
+    return rocks_factory(statistics=statistics, blob_min_bytes=blob_min_bytes, sync_writes=True)
+
+
+def _rocks_sync_spec() -> SystemSpec:
+    name = "rocks-sync"
+    return SystemSpec(
+        name,
+        "rocks-sync",
+        "RocksDB store through the Engine, sync_writes (fsync per schedule call)",
+        _engine_opener(name, _rocks_sync),
+        True,
+        True,
+        durability="WAL fsync per write (sync_writes)",
     )
 
 
@@ -165,6 +189,7 @@ def _wheel_spec(precision_ms: int) -> SystemSpec:
         True,
         True,
         precision_ms=precision_ms,
+        durability="commit log + mmap, no fsync per write",
     )
 
 
@@ -196,7 +221,63 @@ def _aps_spec(store: str, scale: float, cap: int, grace_default: bool) -> System
         scale=scale,
         max_timers=cap,
         delivery_only=not grace_default,
+        durability="SQLite default (fsync per commit)" if store == "sqlite" else "none (in memory)",
     )
+
+
+def peer_specs() -> list[SystemSpec]:
+    """The servers teams already run: each starts its own server under the work dir."""
+    return [
+        SystemSpec(
+            "nats-r3",
+            "nats",
+            "NATS JetStream message schedules (@at), 3 nodes, R3, file storage",
+            open_nats("nats-r3", 3),
+            False,
+            True,
+            max_timers=NATS_MAX_TIMERS,
+            durability="R3 file store: quorum ack, fsync every 2 min (default sync_interval)",
+            server_clock=True,
+        ),
+        SystemSpec(
+            "nats-r1",
+            "nats",
+            "NATS JetStream message schedules (@at), 1 node, R1, file storage",
+            open_nats("nats-r1", 1),
+            False,
+            True,
+            max_timers=NATS_MAX_TIMERS,
+            durability="R1 file store: page cache, fsync every 2 min (default sync_interval)",
+            server_clock=True,
+        ),
+        *(
+            SystemSpec(
+                f"redis-{fsync}",
+                "redis",
+                "Redis sorted set (Sidekiq/BullMQ): ZADD, Lua ZRANGEBYSCORE+ZREM poller, 10 ms",
+                open_redis(f"redis-{fsync}", fsync),
+                False,
+                True,
+                durability=f"AOF, appendfsync {fsync}",
+            )
+            for fsync in ("everysec", "always")
+        ),
+        SystemSpec(
+            "postgres",
+            "postgres",
+            "PostgreSQL 15 queue table (river/Oban/pg-boss): COPY, SKIP LOCKED poller, 10 ms",
+            open_postgres("postgres"),
+            False,
+            True,
+            durability="synchronous_commit on, fsync on (WAL fsync per commit)",
+        ),
+    ]
+
+
+# one schedule message per timer, fired by the server's own scheduler: at ~5-8k/s from
+# nats-py a million would take minutes to schedule, and three replicas hold it in memory
+NATS_MAX_TIMERS = 200_000
+ROCKS_DURABILITY = "WAL, no fsync per write (page cache; survives a process kill)"
 
 
 def select_specs(wanted: list[str] | None) -> list[SystemSpec]:
