@@ -83,7 +83,7 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from bench import charts, claims, report, targets
+    from bench import charts, claims, peer_targets, report, targets
     from bench.runner import run_bench
     from bench.sizes import FULL, PRESETS
 
@@ -110,13 +110,14 @@ def handle(args: argparse.Namespace) -> int:
     )
     results["targets"] = targets.judge(results, FULL.to_json())
     results["claims"] = claims.judge(results)
+    results["peer_targets"] = peer_targets.judge(results)
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(results, f, indent=1, default=str)
     names = charts.draw_all(results, chosen, sizes, out_dir)
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write(report.render(results, chosen, sizes, names))
     print(f"results: {out_dir}")
-    for line in verdict_lines(results["targets"]):
+    for line in verdict_lines(results["targets"] + results["peer_targets"]):
         print(line)
     return 0
 

@@ -45,8 +45,9 @@ class SystemSpec:
     scale: float = 1.0  # share of a scenario's size this system gets (slow baselines)
     max_timers: int | None = None  # and a cap (APScheduler keeps a ~1 KB Job object each)
     unavailable: str | None = None  # why it cannot run at all in this checkout
-    durability: str = "none (in memory)"  # printed beside every figure of the system
+    durability: str = "none"  # printed beside every figure (docs/bench.md says more)
     server_clock: bool = False  # its server fires timers on its own (no start() needed)
+    sync_per_call: bool = False  # fsyncs every schedule call (enqueue windows are capped)
     delivery_only: bool = False  # a variant that differs only in delivery (misfire policy)
     precision_ms: int | None = None  # a wheel's slot width: a simulated clock walks every slot
 
@@ -175,7 +176,8 @@ def _rocks_sync_spec() -> SystemSpec:
         _engine_opener(name, _rocks_sync),
         True,
         True,
-        durability="WAL fsync per write (sync_writes)",
+        durability="fsync per write",
+        sync_per_call=True,
     )
 
 
@@ -189,7 +191,7 @@ def _wheel_spec(precision_ms: int) -> SystemSpec:
         True,
         True,
         precision_ms=precision_ms,
-        durability="commit log + mmap, no fsync per write",
+        durability="log, no fsync",
     )
 
 
@@ -221,7 +223,7 @@ def _aps_spec(store: str, scale: float, cap: int, grace_default: bool) -> System
         scale=scale,
         max_timers=cap,
         delivery_only=not grace_default,
-        durability="SQLite default (fsync per commit)" if store == "sqlite" else "none (in memory)",
+        durability="fsync per commit" if store == "sqlite" else "none",
     )
 
 
@@ -236,7 +238,7 @@ def peer_specs() -> list[SystemSpec]:
             False,
             True,
             max_timers=NATS_MAX_TIMERS,
-            durability="R3 file store: quorum ack, fsync every 2 min (default sync_interval)",
+            durability="R3 quorum ack, fsync 2 min",
             server_clock=True,
         ),
         SystemSpec(
@@ -247,7 +249,7 @@ def peer_specs() -> list[SystemSpec]:
             False,
             True,
             max_timers=NATS_MAX_TIMERS,
-            durability="R1 file store: page cache, fsync every 2 min (default sync_interval)",
+            durability="R1, fsync 2 min",
             server_clock=True,
         ),
         *(
@@ -258,7 +260,8 @@ def peer_specs() -> list[SystemSpec]:
                 open_redis(f"redis-{fsync}", fsync),
                 False,
                 True,
-                durability=f"AOF, appendfsync {fsync}",
+                durability=f"AOF {fsync}",
+                sync_per_call=fsync == "always",
             )
             for fsync in ("everysec", "always")
         ),
@@ -269,7 +272,8 @@ def peer_specs() -> list[SystemSpec]:
             open_postgres("postgres"),
             False,
             True,
-            durability="synchronous_commit on, fsync on (WAL fsync per commit)",
+            durability="fsync per commit",
+            sync_per_call=True,
         ),
     ]
 
@@ -277,7 +281,7 @@ def peer_specs() -> list[SystemSpec]:
 # one schedule message per timer, fired by the server's own scheduler: at ~5-8k/s from
 # nats-py a million would take minutes to schedule, and three replicas hold it in memory
 NATS_MAX_TIMERS = 200_000
-ROCKS_DURABILITY = "WAL, no fsync per write (page cache; survives a process kill)"
+ROCKS_DURABILITY = "WAL, no fsync"
 
 
 def select_specs(wanted: list[str] | None) -> list[SystemSpec]:

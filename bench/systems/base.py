@@ -94,9 +94,10 @@ class BenchSystem:
 
 
 def dir_bytes(path: str) -> int:
-    """Bytes on disk under ``path`` (allocated blocks, so sparse files count as stored)."""
+    """Bytes on disk under ``path`` (allocated blocks, so sparse files count as stored),
+    following links to dirs (a peer's data kept outside a closed work dir)."""
     total = 0
-    for root, _dirs, files in os.walk(path):
+    for root, _dirs, files in os.walk(path, followlinks=True):
         for name in files:
             try:
                 st = os.stat(os.path.join(root, name))

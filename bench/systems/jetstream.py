@@ -37,6 +37,7 @@ TARGET = "due.bench"
 DUE_HEADER = "Bench-Due"
 IN_FLIGHT = 20_000  # publish_async acks outstanding
 FETCH = 1000
+READER_STOP_S = 5.0
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ class JetStreamSystem(PeerSystem):
         self.js: JetStreamContext | None = None
         self._reader: asyncio.Task[None] | None = None
         self._last_seq = 0
+        self._reading = False
         try:
             self.restart_server()
         except BaseException:
@@ -158,14 +160,17 @@ class JetStreamSystem(PeerSystem):
         self._call(self._start_reader())
 
     async def _start_reader(self) -> None:
+        self._reading = True
         self._reader = asyncio.get_running_loop().create_task(self._read())
 
     async def _stop_reader(self) -> None:
+        """Stop the reader; nats-py's fetch may swallow a cancel, so a flag ends it too."""
+        self._reading = False
         if self._reader is not None:
             self._reader.cancel()
             # cancelled, or its unsubscribe failed on a killed server
-            with contextlib.suppress(asyncio.CancelledError, nats.errors.Error):
-                await self._reader
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError, nats.errors.Error):
+                await asyncio.wait_for(self._reader, READER_STOP_S)
             self._reader = None
 
     async def _read(self) -> None:
@@ -177,7 +182,7 @@ class JetStreamSystem(PeerSystem):
         )
         sub = await self.js.pull_subscribe(TARGET, stream=STREAM, config=config)
         try:
-            while True:
+            while self._reading:
                 try:
                     msgs = await sub.fetch(FETCH, timeout=0.05)
                 except (TimeoutError, nats.errors.TimeoutError):

@@ -12,6 +12,8 @@ and ``fsync`` on (the defaults), run as an unprivileged user when we are root.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +28,7 @@ from bench.systems.servers import (
     binary,
     free_port,
     give_to_user,
+    searchable_by_others,
     wait_for,
 )
 
@@ -55,9 +58,11 @@ class PostgresSystem(PeerSystem):
     def __init__(self, name: str, workdir: str, *, record_ids: bool = False) -> None:
         super().__init__(name, workdir, record_ids=record_ids)
         self.port = free_port()
-        self.data_dir = os.path.join(os.path.abspath(workdir), "pgdata")
-        self.socket_dir = os.path.join(os.path.abspath(workdir), "sock")
         self.user = UNPRIVILEGED_USER if os.geteuid() == 0 else None
+        self.outside: str | None = None  # the data's own dir when workdir is closed to it
+        base = self._base_dir()
+        self.data_dir = os.path.join(base, "pgdata")
+        self.socket_dir = os.path.join(base, "sock")
         self.server = ServerProcess(self._postgres_args(), os.path.join(workdir, "pg.log"))
         self.server.user = self.user
         self._poller: Poller | None = None
@@ -69,8 +74,20 @@ class PostgresSystem(PeerSystem):
             with self._connect() as conn:
                 conn.execute(SCHEMA)
         except BaseException:
-            self.server.stop()
+            self.close()
             raise
+
+    def _base_dir(self) -> str:
+        """The work dir, or (as root, when the unprivileged user cannot reach the work
+        dir) a fresh dir in the temp dir, linked from the work dir so the disk figures
+        count it, and removed by ``close``."""
+        workdir = os.path.abspath(self.workdir)
+        if self.user is None or searchable_by_others(os.path.join(workdir, "x")):
+            return workdir
+        self.outside = tempfile.mkdtemp(prefix="timerstore-bench-pg-")
+        os.chmod(self.outside, 0o711)
+        os.symlink(self.outside, os.path.join(workdir, "postgres"))
+        return self.outside
 
     def _initdb(self) -> None:
         import subprocess
@@ -189,3 +206,5 @@ class PostgresSystem(PeerSystem):
                     conn.close()
         finally:
             self.server.stop()
+            if self.outside is not None:
+                shutil.rmtree(self.outside, ignore_errors=True)

@@ -129,18 +129,20 @@ def as_user(user: str | None) -> dict[str, Any]:
 
 
 def give_to_user(path: str, user: str) -> None:
-    """Make ``path`` (a fresh dir) the user's and its ancestors searchable (o+x) by it.
-
-    Only when running as root, where PostgreSQL must run as an unprivileged user: the
-    ancestors get the search bit only (not read), which pytest's 0700 temp dirs lack."""
+    """Make ``path`` (a fresh dir) the user's."""
     import pwd
 
     entry = pwd.getpwnam(user)
     os.makedirs(path, exist_ok=True)
     os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
+def searchable_by_others(path: str) -> bool:
+    """Whether every ancestor of ``path`` lets other users through (o+x). pytest's temp
+    dirs do not (and pytest sets its root back to 0700 whenever another run starts)."""
     parent = os.path.dirname(os.path.abspath(path))
     while parent and parent != "/":
-        mode = os.stat(parent).st_mode
-        if not mode & 0o001:
-            os.chmod(parent, mode | 0o001)
+        if not os.stat(parent).st_mode & 0o001:
+            return False
         parent = os.path.dirname(parent)
+    return True
