@@ -55,8 +55,12 @@ def _truth(figures: dict[str, Any] | None) -> int | None:
 
 
 def _cancel(results: dict[str, Any], peers: list[str]) -> dict[str, Any]:
+    """A run whose cancels ran past the due instant (JetStream fires on its own clock) is
+    no truth test: a timer fired before its cancel is delivered, and the cancel said so."""
     systems = results["scenarios"].get("cancel", {}).get("systems", {})
-    wrong = {n: _truth(s.get("figures")) for n, s in systems.items() if s.get("status") == "ok"}
+    ok = {n: s["figures"] for n, s in systems.items() if s.get("status") == "ok"}
+    overran = [n for n, f in ok.items() if f.get("cancel_overran_ms")]
+    wrong = {n: _truth(f) for n, f in ok.items() if n not in overran}
     ours = wrong.get(ROCKS)
     theirs = {p: wrong[p] for p in peers if wrong.get(p) is not None}
     met = None if ours is None or not theirs else ours == 0
@@ -64,6 +68,8 @@ def _cancel(results: dict[str, Any], peers: list[str]) -> dict[str, Any]:
     note = "untruthful answers: " + ", ".join(f"{p} {v}" for p, v in theirs.items())
     if level:
         note += f"; level with {', '.join(level)} (truthful too), not ahead of them"
+    if overran:
+        note += f"; not judged (cancels ran past the due instant): {', '.join(overran)}"
     return _target("peers_cancel_truth", "cancel: no untruthful answer", ours, met, note)
 
 

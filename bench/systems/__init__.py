@@ -47,7 +47,7 @@ class SystemSpec:
     unavailable: str | None = None  # why it cannot run at all in this checkout
     durability: str = "none"  # printed beside every figure (docs/bench.md says more)
     server_clock: bool = False  # its server fires timers on its own (no start() needed)
-    sync_per_call: bool = False  # fsyncs every schedule call (enqueue windows are capped)
+    slow_calls: bool = False  # each schedule call waits for an fsync or a quorum (capped windows)
     delivery_only: bool = False  # a variant that differs only in delivery (misfire policy)
     precision_ms: int | None = None  # a wheel's slot width: a simulated clock walks every slot
 
@@ -177,7 +177,7 @@ def _rocks_sync_spec() -> SystemSpec:
         True,
         True,
         durability="fsync per write",
-        sync_per_call=True,
+        slow_calls=True,
     )
 
 
@@ -239,6 +239,7 @@ def peer_specs() -> list[SystemSpec]:
             True,
             max_timers=NATS_MAX_TIMERS,
             durability="R3 quorum ack, fsync 2 min",
+            slow_calls=True,
             server_clock=True,
         ),
         SystemSpec(
@@ -261,7 +262,7 @@ def peer_specs() -> list[SystemSpec]:
                 False,
                 True,
                 durability=f"AOF {fsync}",
-                sync_per_call=fsync == "always",
+                slow_calls=fsync == "always",
             )
             for fsync in ("everysec", "always")
         ),
@@ -273,7 +274,7 @@ def peer_specs() -> list[SystemSpec]:
             False,
             True,
             durability="fsync per commit",
-            sync_per_call=True,
+            slow_calls=True,
         ),
     ]
 

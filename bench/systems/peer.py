@@ -31,7 +31,8 @@ class PeerSystem(BenchSystem):
         self._delivery = Delivery(record_ids=record_ids)
         self._lock = threading.Lock()
         self.server_errors = 0  # failed poll rounds (the server was down)
-        self.first_delivery_ms: int | None = None
+        self.first_delivery_ms: int | None = None  # of a delivery at first_from_ms or later
+        self.first_from_ms = 0
 
     def record(self, items: Iterable[tuple[str, int]], at_ms: int) -> int:
         """Record deliveries ``(id, due_ms)`` that reached the log at ``at_ms``."""
@@ -46,7 +47,7 @@ class PeerSystem(BenchSystem):
                     d.ids.add(tid)
                 n += 1
             d.count += n
-            if n and self.first_delivery_ms is None:
+            if n and self.first_delivery_ms is None and at_ms >= self.first_from_ms:
                 self.first_delivery_ms = at_ms
         return n
 

@@ -130,3 +130,40 @@ def test_close_stops_the_server_even_when_the_system_fails(tmp_path: Path) -> No
         system.schedule([("not", "a", "timer")], now_ms())  # type: ignore[list-item]
     system.close()
     assert process.poll() is not None
+
+
+@pytest.mark.slow
+def test_the_report_puts_the_peers_beside_the_store(tmp_path: Path) -> None:
+    """`timerstore bench` with peers: the feature table, durability on every row, the
+    peer targets judged, and a row (never a gap) for what a peer cannot do."""
+    import argparse
+    import json
+
+    from bench import cli
+
+    for name in ("redis-server",):
+        if shutil.which(name) is None:
+            pytest.skip(f"{name} is missing: `make test` installs it")
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    stores = "rocks,redis-everysec,postgres,nats-r1"
+    argv = ["bench", "--tiny", "--quiet", "--stores", stores, "--out", str(tmp_path)]
+    argv += ["--scenario", "enqueue,burst,cancel,long_delays"]
+    args = parser.parse_args(argv)
+    assert args.handler(args) == 0
+    (run_dir,) = tmp_path.iterdir()
+    results = json.loads((run_dir / "results.json").read_text())
+    for name in stores.split(",")[1:]:
+        assert results["scenarios"]["long_delays"]["systems"][name]["status"] == "skipped"
+        cancel = results["scenarios"]["cancel"]["systems"][name]
+        assert cancel["status"] == "ok", cancel.get("traceback")
+        assert cancel["figures"]["late_cancel_removed"] == 0
+        assert results["scenarios"]["burst"]["systems"][name]["figures"]["never_delivered"] == 0
+    names = {t["name"]: t for t in results["peer_targets"]}
+    assert set(names) == {"peers_burst_p99", "peers_cancel_truth", "peers_enqueue"}
+    assert all(t["met"] is not None for t in names.values())
+    report = (run_dir / "report.md").read_text()
+    assert "## What each system can do" in report
+    assert "## Against the peers" in report
+    assert "| redis-everysec | AOF everysec |" in report
+    assert "runs on the real clock only" in report
