@@ -69,15 +69,15 @@ FEATURES: dict[str, Features] = {
         "unbounded (score = due ms)",
         "the poll interval (10 ms here; Sidekiq ~5 s, BullMQ marker + BZPOPMIN)",
         "no: taken by a Lua script, delivered by the client; lost if it dies between",
-        "AOF replay: everysec may lose 1 s on power loss, always none",
+        "AOF replay (everysec: up to 1 s on power loss); a take whose reply dies is lost",
     ),
     "postgres": Features(
         "DELETE ... RETURNING: the row, or nothing when taken (truthful)",
         "yes: ORDER BY run_at (index)",
         "unbounded (bigint ms)",
         "the poll interval (10 ms here; river 5 s, Oban 1 s, pg-boss 2 s)",
-        "only if the sink is a table in the same transaction; else at most once per take",
-        "WAL replay; nothing committed lost (fsync per commit)",
+        "only into a table in the same transaction; to a client, at most once per take",
+        "WAL replay, nothing committed lost; a take (DELETE) whose reply dies is lost",
     ),
 }
 

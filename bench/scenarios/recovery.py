@@ -38,6 +38,7 @@ def columns(ctx: Context) -> list[Column]:
         Column("ready_s", "ready after (s)", "s", ratio=True, better="lower"),
         Column("first_delivery_s", "first delivery after (s)", "s", better="lower"),
         Column("lost", "lost", better="lower"),
+        Column("lost_not_due", "of which not yet due", better="lower"),
         Column("delivered_twice", "delivered twice", better="lower"),
     ]
 

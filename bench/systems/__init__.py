@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from bench.systems.aps import ApsSystem
@@ -14,65 +13,20 @@ from bench.systems.engine_system import (
     wheel_factory,
 )
 from bench.systems.heap import HeapSystem
-from bench.systems.peer_openers import open_nats, open_postgres, open_redis
+from bench.systems.peer_specs import PEER_FAMILIES, peer_specs
+from bench.systems.spec import Opener, SystemSpec, plain_opener
 
-__all__ = ["BenchSystem", "BenchTimer", "Skip", "SystemSpec", "all_specs", "select_specs"]
+__all__ = [
+    "PEER_FAMILIES",
+    "BenchSystem",
+    "BenchTimer",
+    "Skip",
+    "SystemSpec",
+    "all_specs",
+    "select_specs",
+]
 
 ROCKS = "rocks"
-PEER_FAMILIES = ("nats", "redis", "postgres")
-
-
-class Opener(Protocol):
-    def __call__(
-        self,
-        workdir: str,
-        *,
-        simulated: bool,
-        record_ids: bool = False,
-        statistics: bool = False,
-        blob_min_bytes: int | None = None,
-    ) -> BenchSystem: ...
-
-
-@dataclass(frozen=True)
-class SystemSpec:
-    name: str
-    family: str  # rocks | wheel | heap | aps | nats | redis | postgres
-    description: str
-    opener: Opener
-    sim_clock: bool
-    durable: bool
-    scale: float = 1.0  # share of a scenario's size this system gets (slow baselines)
-    max_timers: int | None = None  # and a cap (APScheduler keeps a ~1 KB Job object each)
-    unavailable: str | None = None  # why it cannot run at all in this checkout
-    durability: str = "none"  # printed beside every figure (docs/bench.md says more)
-    server_clock: bool = False  # its server fires timers on its own (no start() needed)
-    slow_calls: bool = False  # each schedule call waits for an fsync or a quorum (capped windows)
-    delivery_only: bool = False  # a variant that differs only in delivery (misfire policy)
-    precision_ms: int | None = None  # a wheel's slot width: a simulated clock walks every slot
-
-    def open(
-        self,
-        workdir: str,
-        *,
-        simulated: bool,
-        record_ids: bool = False,
-        statistics: bool = False,
-        blob_min_bytes: int | None = None,
-    ) -> BenchSystem:
-        if simulated and not self.sim_clock:
-            raise Skip(f"{self.name} runs on the real clock only (no simulated clock)")
-        return self.opener(
-            workdir,
-            simulated=simulated,
-            record_ids=record_ids,
-            statistics=statistics,
-            blob_min_bytes=blob_min_bytes,
-        )
-
-    def size(self, n: int, floor: int = 100) -> int:
-        scaled = n if self.scale >= 1 else max(min(n, floor), int(n * self.scale))
-        return scaled if self.max_timers is None else min(scaled, self.max_timers)
 
 
 def _engine_opener(name: str, factory_of: StoreFactoryMaker) -> Opener:
@@ -106,33 +60,16 @@ def _wheel(precision_ms: int) -> StoreFactoryMaker:
 
 
 def _heap_opener(name: str) -> Opener:
-    def open_heap(
-        workdir: str,
-        *,
-        simulated: bool,
-        record_ids: bool = False,
-        statistics: bool = False,
-        blob_min_bytes: int | None = None,
-    ) -> BenchSystem:
-        return HeapSystem(name, workdir, record_ids=record_ids)
-
-    return open_heap
+    return plain_opener(lambda workdir, ids: HeapSystem(name, workdir, record_ids=ids))
 
 
 def _aps_opener(name: str, sqlite: bool, grace_default: bool) -> Opener:
-    def open_aps(
-        workdir: str,
-        *,
-        simulated: bool,
-        record_ids: bool = False,
-        statistics: bool = False,
-        blob_min_bytes: int | None = None,
-    ) -> BenchSystem:
+    def build(workdir: str, record_ids: bool) -> BenchSystem:
         return ApsSystem(
             name, workdir, sqlite=sqlite, grace_default=grace_default, record_ids=record_ids
         )
 
-    return open_aps
+    return plain_opener(build)
 
 
 def all_specs() -> list[SystemSpec]:
@@ -227,61 +164,6 @@ def _aps_spec(store: str, scale: float, cap: int, grace_default: bool) -> System
     )
 
 
-def peer_specs() -> list[SystemSpec]:
-    """The servers teams already run: each starts its own server under the work dir."""
-    return [
-        SystemSpec(
-            "nats-r3",
-            "nats",
-            "NATS JetStream message schedules (@at), 3 nodes, R3, file storage",
-            open_nats("nats-r3", 3),
-            False,
-            True,
-            max_timers=NATS_MAX_TIMERS,
-            durability="R3 quorum ack, fsync 2 min",
-            slow_calls=True,
-            server_clock=True,
-        ),
-        SystemSpec(
-            "nats-r1",
-            "nats",
-            "NATS JetStream message schedules (@at), 1 node, R1, file storage",
-            open_nats("nats-r1", 1),
-            False,
-            True,
-            max_timers=NATS_MAX_TIMERS,
-            durability="R1, fsync 2 min",
-            server_clock=True,
-        ),
-        *(
-            SystemSpec(
-                f"redis-{fsync}",
-                "redis",
-                "Redis sorted set (Sidekiq/BullMQ): ZADD, Lua ZRANGEBYSCORE+ZREM poller, 10 ms",
-                open_redis(f"redis-{fsync}", fsync),
-                False,
-                True,
-                durability=f"AOF {fsync}",
-                slow_calls=fsync == "always",
-            )
-            for fsync in ("everysec", "always")
-        ),
-        SystemSpec(
-            "postgres",
-            "postgres",
-            "PostgreSQL 15 queue table (river/Oban/pg-boss): COPY, SKIP LOCKED poller, 10 ms",
-            open_postgres("postgres"),
-            False,
-            True,
-            durability="fsync per commit",
-            slow_calls=True,
-        ),
-    ]
-
-
-# one schedule message per timer, fired by the server's own scheduler: at ~5-8k/s from
-# nats-py a million would take minutes to schedule, and three replicas hold it in memory
-NATS_MAX_TIMERS = 200_000
 ROCKS_DURABILITY = "WAL, no fsync"
 
 

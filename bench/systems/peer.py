@@ -36,17 +36,11 @@ class PeerSystem(BenchSystem):
 
     def record(self, items: Iterable[tuple[str, int]], at_ms: int) -> int:
         """Record deliveries ``(id, due_ms)`` that reached the log at ``at_ms``."""
-        d = self._delivery
         n = 0
         with self._lock:
             for tid, due_ms in items:
-                late = at_ms - due_ms
-                d.lateness_ms.append(late)
-                d.early += late < 0
-                if d.record_ids:
-                    d.ids.add(tid)
+                self._delivery.add(tid, at_ms - due_ms)
                 n += 1
-            d.count += n
             if n and self.first_delivery_ms is None and at_ms >= self.first_from_ms:
                 self.first_delivery_ms = at_ms
         return n
