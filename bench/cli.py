@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
         dest="mode",
         action="store_const",
         const="quick",
-        help="small sizes, under 3 minutes on 2 cores (the default)",
+        help="small sizes, minutes per system family (the default)",
     )
     mode.add_argument(
         "--full",
