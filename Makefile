@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest machine-ready docker-ready packages-ready image-caches images serve bench bench-core clean
+.PHONY: test lint typecheck pytest machine-ready docker-ready packages-ready image-caches images serve bench bench-peers bench-core clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -56,8 +56,11 @@ serve: $(STAMP)
 bench-core: $(STAMP)  # the figures of docs/performance.md
 	$(BIN)/python -m bench.core_throughput --timers 300000 --repeats 3 --stores rocks,heap
 
-bench: $(STAMP)
-	$(BIN)/timerstore bench --quick
+bench: $(STAMP)  # the RocksDB store beside the wheel, a heap and APScheduler (in-process)
+	$(BIN)/timerstore bench --quick --stores rocks,wheel,heap,aps
+
+bench-peers: $(STAMP) packages-ready  # beside what teams run today: NATS, Redis, PostgreSQL
+	$(BIN)/timerstore bench --quick --stores rocks,nats,redis,postgres
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

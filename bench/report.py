@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from bench import claims
+from bench import claims, features
 from bench.scenarios.common import Column, Context
 from bench.sizes import Sizes
 from bench.targets import ROCKS, dig
@@ -55,13 +55,20 @@ def system_rows(entry: dict[str, Any]) -> list[Row]:
     return [(n, f, None if n == ROCKS else base) for n, f in ok.items()]
 
 
-def scenario_table(entry: dict[str, Any], columns: list[Column], rows: list[Row]) -> list[str]:
+def scenario_table(
+    entry: dict[str, Any],
+    columns: list[Column],
+    rows: list[Row],
+    durability: dict[str, str] | None = None,
+) -> list[str]:
+    """The scenario's table: one row per system, its durability beside its name."""
     systems = entry["systems"]
     if not rows:
         return ["No system produced figures."]
+    durability = durability or {}
     lines = [
-        "| system | " + " | ".join(c.label for c in columns) + " |",
-        "|---" * (len(columns) + 1) + "|",
+        "| system | durability | " + " | ".join(c.label for c in columns) + " |",
+        "|---" * (len(columns) + 2) + "|",
     ]
     for name, figures, base in rows:
         cells = []
@@ -71,7 +78,8 @@ def scenario_table(entry: dict[str, Any], columns: list[Column], rows: list[Row]
             if c.ratio and base is not None:
                 text += ratio_text(value, dig(base, c.key))
             cells.append(text)
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        kept = durability.get(name.split(" ")[0], "")
+        lines.append(f"| {name} | {kept} | " + " | ".join(cells) + " |")
     notes = [
         f"- {n}: {s['status']}: {s['reason'].splitlines()[0]}"
         for n, s in systems.items()
@@ -143,15 +151,20 @@ def render(
         "",
         "## Systems",
         "",
-        "| system | what | durable | share of sizes | available |",
-        "|---|---|---|---|---|",
+        "| system | what | durability | share of sizes | at most | available |",
+        "|---|---|---|---|---|---|",
     ]
     for s in meta["systems"]:
         avail = "yes" if s["available"] else f"no: {s['reason']}"
+        kept = s.get("durability") or fmt(s["durable"])
         out.append(
-            f"| {s['name']} | {s['description']} | {fmt(s['durable'])} | {s['scale']:g} | {avail} |"
+            f"| {s['name']} | {s['description']} | {kept} | {s['scale']:g} "
+            f"| {fmt(s.get('max_timers'))} | {avail} |"
         )
+    out += ["", *features.render([s["family"] for s in meta["systems"]])]
     out += ["", "## Targets (RocksDB store)", "", *targets_table(results["targets"]), ""]
+    if results.get("peer_targets"):
+        out += ["## Against the peers", "", *targets_table(results["peer_targets"]), ""]
     out += [*claims.render(results.get("claims", []), meta["mode"]), ""]
     for module in scenarios:
         entry = results["scenarios"].get(module.KEY)
@@ -160,7 +173,8 @@ def render(
         summary = entry["doc"].split("\n\n")[0].replace("\n", " ")
         out += [f"## {module.NUMBER}. {module.TITLE}", "", summary, ""]
         rows_of = getattr(module, "table_rows", system_rows)
-        out += scenario_table(entry, module.columns(ctx), rows_of(entry))
+        durability = {s["name"]: s.get("durability") or "" for s in meta["systems"]}
+        out += scenario_table(entry, module.columns(ctx), rows_of(entry), durability)
         out += [""]
         out += [f"![{c}]({c})" for c in charts if c.startswith(module.KEY)]
         out += [""]

@@ -167,6 +167,8 @@ def _system_meta(spec: SystemSpec) -> dict[str, Any]:
         "family": spec.family,
         "description": spec.description,
         "durable": spec.durable,
+        "durability": spec.durability,
+        "max_timers": spec.max_timers,
         "scale": spec.scale,
         "available": spec.unavailable is None,
         "reason": spec.unavailable,

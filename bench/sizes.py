@@ -16,6 +16,7 @@ class Sizes:
     enqueue_window_timers: int = 10_000
     enqueue_window_bytes: int = 32 << 20
     enqueue_windows: int = 5
+    enqueue_sync_window_calls: int = 2000  # a window's calls on a system that fsyncs each
     # 2 burst
     burst_timers: int = 1_000_000
     burst_timeout_s: float = 300.0
@@ -59,6 +60,7 @@ QUICK = Sizes(
     enqueue_window_timers=2000,
     enqueue_window_bytes=4 << 20,
     enqueue_windows=3,
+    enqueue_sync_window_calls=200,
     burst_timers=20_000,
     burst_timeout_s=30.0,
     steady_rate=1000,
@@ -85,6 +87,7 @@ TINY = Sizes(
     enqueue_window_timers=200,
     enqueue_window_bytes=1 << 20,
     enqueue_windows=2,
+    enqueue_sync_window_calls=20,
     burst_timers=500,
     burst_timeout_s=20.0,
     steady_rate=200,

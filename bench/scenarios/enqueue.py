@@ -4,7 +4,8 @@ Each combination runs several windows of about the same number of timers into on
 store; the figure is the median window rate (timers/s) with min and max beside it.
 Delivery times are spread at random over the next 30 days, so keys arrive unsorted
 (what RIP-43 calls the sorting cost on write). APScheduler has no batch call: a batch
-is a loop of ``add_job``.
+is a loop of ``add_job``. A system whose every call waits for an fsync or a quorum
+(``slow_calls``) gets windows of at most ``enqueue_sync_window_calls`` calls.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def window_timers(ctx: Context, spec: SystemSpec, batch: int, size: int) -> int:
     s = ctx.sizes
     n = min(s.enqueue_window_timers, max(batch, s.enqueue_window_bytes // size))
     n = spec.size(n, floor=50)
+    if spec.slow_calls:  # an fsync or a quorum round per call: ~1,000 calls/s at best
+        n = min(n, s.enqueue_sync_window_calls * batch)
     if spec.family == "aps":
         return n  # no batch call: a batch is a loop of add_job, so any window size will do
     return max(batch, n // batch * batch)

@@ -6,7 +6,7 @@ killed with SIGKILL shortly after its last acknowledged schedule.
 The parent then reopens the store and measures the time until it is ready (open plus a
 stats read), delivers everything on a simulated clock, and reads the whole topic log:
 an acknowledged timer missing from the log is lost (must be 0), one that appears twice
-was delivered twice.
+was delivered twice. (A peer's server is killed instead: see ``recovery_peer``.)
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import time
 from typing import Any
 
 from bench.measure import now_ms
+from bench.scenarios import recovery_peer
 from bench.scenarios.common import Column, Context, drain_sim
-from bench.systems import Skip, SystemSpec
+from bench.systems import PEER_FAMILIES, Skip, SystemSpec
 from bench.systems.base import TOPIC
 from bench.systems.engine_system import EngineSystem
 
@@ -35,7 +36,9 @@ def columns(ctx: Context) -> list[Column]:
         Column("acked", "acknowledged"),
         Column("pending_at_reopen", "pending at reopen"),
         Column("ready_s", "ready after (s)", "s", ratio=True, better="lower"),
+        Column("first_delivery_s", "first delivery after (s)", "s", better="lower"),
         Column("lost", "lost", better="lower"),
+        Column("lost_not_due", "of which not yet due", better="lower"),
         Column("delivered_twice", "delivered twice", better="lower"),
     ]
 
@@ -71,7 +74,9 @@ def run_child(spec: SystemSpec, ctx: Context, path: str, n: int) -> int:
 
 
 def run(spec: SystemSpec, ctx: Context) -> dict[str, Any]:
-    if spec.family != "rocks" and spec.family != "wheel":
+    if spec.family in PEER_FAMILIES:
+        return recovery_peer.run(spec, ctx)
+    if spec.family not in ("rocks", "rocks-sync", "wheel"):
         raise Skip("no durable store with a delivery log to audit (in-memory, or not measured)")
     n = spec.size(ctx.sizes.recovery_pending)
     path = os.path.join(ctx.workdir, "store")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from bench.systems.aps import ApsSystem
@@ -14,60 +13,20 @@ from bench.systems.engine_system import (
     wheel_factory,
 )
 from bench.systems.heap import HeapSystem
+from bench.systems.peer_specs import PEER_FAMILIES, peer_specs
+from bench.systems.spec import Opener, SystemSpec, plain_opener
 
-__all__ = ["BenchSystem", "BenchTimer", "Skip", "SystemSpec", "all_specs", "select_specs"]
+__all__ = [
+    "PEER_FAMILIES",
+    "BenchSystem",
+    "BenchTimer",
+    "Skip",
+    "SystemSpec",
+    "all_specs",
+    "select_specs",
+]
 
 ROCKS = "rocks"
-
-
-class Opener(Protocol):
-    def __call__(
-        self,
-        workdir: str,
-        *,
-        simulated: bool,
-        record_ids: bool = False,
-        statistics: bool = False,
-        blob_min_bytes: int | None = None,
-    ) -> BenchSystem: ...
-
-
-@dataclass(frozen=True)
-class SystemSpec:
-    name: str
-    family: str  # rocks | wheel | heap | aps
-    description: str
-    opener: Opener
-    sim_clock: bool
-    durable: bool
-    scale: float = 1.0  # share of a scenario's size this system gets (slow baselines)
-    max_timers: int | None = None  # and a cap (APScheduler keeps a ~1 KB Job object each)
-    unavailable: str | None = None  # why it cannot run at all in this checkout
-    delivery_only: bool = False  # a variant that differs only in delivery (misfire policy)
-    precision_ms: int | None = None  # a wheel's slot width: a simulated clock walks every slot
-
-    def open(
-        self,
-        workdir: str,
-        *,
-        simulated: bool,
-        record_ids: bool = False,
-        statistics: bool = False,
-        blob_min_bytes: int | None = None,
-    ) -> BenchSystem:
-        if simulated and not self.sim_clock:
-            raise Skip(f"{self.name} runs on the real clock only (no simulated clock)")
-        return self.opener(
-            workdir,
-            simulated=simulated,
-            record_ids=record_ids,
-            statistics=statistics,
-            blob_min_bytes=blob_min_bytes,
-        )
-
-    def size(self, n: int, floor: int = 100) -> int:
-        scaled = n if self.scale >= 1 else max(min(n, floor), int(n * self.scale))
-        return scaled if self.max_timers is None else min(scaled, self.max_timers)
 
 
 def _engine_opener(name: str, factory_of: StoreFactoryMaker) -> Opener:
@@ -101,39 +60,23 @@ def _wheel(precision_ms: int) -> StoreFactoryMaker:
 
 
 def _heap_opener(name: str) -> Opener:
-    def open_heap(
-        workdir: str,
-        *,
-        simulated: bool,
-        record_ids: bool = False,
-        statistics: bool = False,
-        blob_min_bytes: int | None = None,
-    ) -> BenchSystem:
-        return HeapSystem(name, workdir, record_ids=record_ids)
-
-    return open_heap
+    return plain_opener(lambda workdir, ids: HeapSystem(name, workdir, record_ids=ids))
 
 
 def _aps_opener(name: str, sqlite: bool, grace_default: bool) -> Opener:
-    def open_aps(
-        workdir: str,
-        *,
-        simulated: bool,
-        record_ids: bool = False,
-        statistics: bool = False,
-        blob_min_bytes: int | None = None,
-    ) -> BenchSystem:
+    def build(workdir: str, record_ids: bool) -> BenchSystem:
         return ApsSystem(
             name, workdir, sqlite=sqlite, grace_default=grace_default, record_ids=record_ids
         )
 
-    return open_aps
+    return plain_opener(build)
 
 
 def all_specs() -> list[SystemSpec]:
     """Every system, in the order the results and the report list them."""
     return [
         _rocks_spec(),
+        _rocks_sync_spec(),
         *(_wheel_spec(precision_ms) for precision_ms in (1000, 10)),
         _heap_spec(),
         *(
@@ -141,6 +84,7 @@ def all_specs() -> list[SystemSpec]:
             for store, scale, cap in (("memory", 0.25, 250_000), ("sqlite", 0.02, 20_000))
             for grace_default in (True, False)
         ),
+        *peer_specs(),
     ]
 
 
@@ -152,6 +96,25 @@ def _rocks_spec() -> SystemSpec:
         _engine_opener(ROCKS, _rocks),
         True,
         True,
+        durability=ROCKS_DURABILITY,
+    )
+
+
+def _rocks_sync(statistics: bool, blob_min_bytes: int | None) -> StoreFactory:
+    return rocks_factory(statistics=statistics, blob_min_bytes=blob_min_bytes, sync_writes=True)
+
+
+def _rocks_sync_spec() -> SystemSpec:
+    name = "rocks-sync"
+    return SystemSpec(
+        name,
+        "rocks-sync",
+        "RocksDB store through the Engine, sync_writes (fsync per schedule call)",
+        _engine_opener(name, _rocks_sync),
+        True,
+        True,
+        durability="fsync per write",
+        slow_calls=True,
     )
 
 
@@ -165,6 +128,7 @@ def _wheel_spec(precision_ms: int) -> SystemSpec:
         True,
         True,
         precision_ms=precision_ms,
+        durability="log, no fsync",
     )
 
 
@@ -196,7 +160,11 @@ def _aps_spec(store: str, scale: float, cap: int, grace_default: bool) -> System
         scale=scale,
         max_timers=cap,
         delivery_only=not grace_default,
+        durability="fsync per commit" if store == "sqlite" else "none",
     )
+
+
+ROCKS_DURABILITY = "WAL, no fsync"
 
 
 def select_specs(wanted: list[str] | None) -> list[SystemSpec]:

@@ -43,12 +43,7 @@ def fire(system: str, timer_id: str, deliver_ms: int, scheduled_ms: int) -> None
     """The job function: record one delivery (a module-level reference for the SQL store)."""
     late = now_ms() - max(deliver_ms, scheduled_ms)
     with _LOCK:
-        d = _RECORDERS[system]
-        d.count += 1
-        d.early += late < 0
-        d.lateness_ms.append(late)
-        if d.record_ids:
-            d.ids.add(timer_id)
+        _RECORDERS[system].add(timer_id, late)
 
 
 class ApsSystem(BenchSystem):

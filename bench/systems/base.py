@@ -35,6 +35,14 @@ class Delivery:
     lateness_ms: list[int] = field(default_factory=list)
     ids: set[str] = field(default_factory=set)
 
+    def add(self, timer_id: str, late_ms: int) -> None:
+        """One delivery, ``late_ms`` after its due time (negative: early)."""
+        self.count += 1
+        self.lateness_ms.append(late_ms)
+        self.early += late_ms < 0
+        if self.record_ids:
+            self.ids.add(timer_id)
+
 
 class BenchSystem:
     """Base of the adapters; subclasses override what they support."""
@@ -94,9 +102,10 @@ class BenchSystem:
 
 
 def dir_bytes(path: str) -> int:
-    """Bytes on disk under ``path`` (allocated blocks, so sparse files count as stored)."""
+    """Bytes on disk under ``path`` (allocated blocks, so sparse files count as stored),
+    following links to dirs (a peer's data kept outside a closed work dir)."""
     total = 0
-    for root, _dirs, files in os.walk(path):
+    for root, _dirs, files in os.walk(path, followlinks=True):
         for name in files:
             try:
                 st = os.stat(os.path.join(root, name))

@@ -41,7 +41,11 @@ class RecordingSink(TopicLogSink):
 
 
 def rocks_factory(
-    *, statistics: bool = False, blob_min_bytes: int | None = None, disable_wal: bool = False
+    *,
+    statistics: bool = False,
+    blob_min_bytes: int | None = None,
+    disable_wal: bool = False,
+    sync_writes: bool = False,
 ) -> StoreFactory:
     def open_rocks(path: str) -> TimerStore:
         settings = RocksSettings(
@@ -49,6 +53,7 @@ def rocks_factory(
             statistics=statistics,
             blob_min_bytes=blob_min_bytes,
             disable_wal=disable_wal,
+            sync_writes=sync_writes,
         )
         return RocksTimerStore(settings)
 

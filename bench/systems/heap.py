@@ -51,13 +51,8 @@ class HeapSystem(BenchSystem):
             deliver_ms, _seq, tid, scheduled_ms = heapq.heappop(self._heap)
             if self._payloads.pop(tid, None) is None:
                 continue  # cancelled
-            late = delivered_ms - max(deliver_ms, scheduled_ms)
-            d.lateness_ms.append(late)
-            d.early += late < 0
-            if d.record_ids:
-                d.ids.add(tid)
+            d.add(tid, delivered_ms - max(deliver_ms, scheduled_ms))
             n += 1
-        d.count += n
         return n
 
     def start(self) -> None:

@@ -33,7 +33,7 @@ def bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     [
         (["--scenario", "nope"], "unknown scenarios: nope (valid: enqueue (1), burst (2)"),
         (["--scenario", "burst,9,nope"], "unknown scenarios: nope (valid:"),
-        (["--stores", "rocks,nope"], "unknown systems: nope (valid: rocks, wheel"),
+        (["--stores", "rocks,nope"], "unknown systems: nope (valid: rocks, rocks-sync, wheel"),
         (["--scenario", "disk"], "selects no scenario to run"),
         (["--scenario", "8"], "selects no scenario to run"),
     ],

@@ -12,10 +12,12 @@ import pytest
 
 from bench import cli, scenarios
 from bench.sizes import FULL as FULL_SIZES
-from bench.systems import all_specs, select_specs
+from bench.systems import PEER_FAMILIES, all_specs, select_specs
 from bench.targets import judge
 
 RESULT_STATUSES = {"ok", "skipped", "unavailable"}
+# the in-process systems; the peers' servers are exercised by test_peers.py
+IN_PROCESS = "rocks,rocks-sync,wheel,heap,aps"
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +25,9 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bench")
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers())  # as the console script does, without the others
-    args = parser.parse_args(["bench", "--tiny", "--quiet", "--out", str(out)])
+    args = parser.parse_args(
+        ["bench", "--tiny", "--quiet", "--stores", IN_PROCESS, "--out", str(out)]
+    )
     assert args.handler(args) == 0
     (stamp,) = out.iterdir()
     return stamp
@@ -41,7 +45,9 @@ def test_results_describe_the_run(results: dict[str, Any]) -> None:
         assert key in meta
     assert meta["mode"] == "tiny"
     assert meta["versions"]["rocksdict"]
-    assert {s["name"] for s in meta["systems"]} == {s.name for s in all_specs()}
+    chosen = {s.name for s in select_specs(IN_PROCESS.split(","))}
+    assert {s["name"] for s in meta["systems"]} == chosen
+    assert chosen == {s.name for s in all_specs() if s.family not in PEER_FAMILIES}
 
 
 def test_every_scenario_ran_on_every_system_without_errors(results: dict[str, Any]) -> None:
