@@ -1,4 +1,5 @@
-"""Shared fixtures: a real RocksDB store in a temporary directory and a fake clock."""
+"""Shared fixtures: a real RocksDB store in a temporary directory and a fake clock; and
+the suite's order and grouping under pytest-xdist (docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,37 @@ import pytest
 from app.clock import FakeClock
 from storage.protocol import LOG_SINK
 from storage.rocks import RocksSettings, RocksTimerStore
+
+# The order in which the modules start under `make test` (pytest-xdist, ``--dist
+# loadgroup --no-loadscope-reorder``): the longest work first, so that the workers finish
+# together instead of one of them starting the docker test when the others are done.
+START_ORDER = ("docker", "spark", "browser", "slow")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the ``spark`` session goes to one worker (one JVM a run), and
+    the modules are ordered by ``START_ORDER``, each kept in one piece."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))
+    rank: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        rank[module] = min(rank.get(module, len(START_ORDER)), _start_rank(item))
+    first_seen = {module: i for i, module in enumerate(dict.fromkeys(rank))}
+    items.sort(key=lambda item: _module_key(item.nodeid.split("::")[0], rank, first_seen))
+
+
+def _start_rank(item: pytest.Item) -> int:
+    names = {mark.name for mark in item.iter_markers()}
+    if "spark" in getattr(item, "fixturenames", ()):
+        names.add("spark")
+    return min((i for i, name in enumerate(START_ORDER) if name in names), default=len(START_ORDER))
+
+
+def _module_key(module: str, rank: dict[str, int], first_seen: dict[str, int]) -> tuple[int, int]:
+    return rank[module], first_seen[module]
 
 
 class FlakySink:
