@@ -13,18 +13,13 @@ from storage.protocol import LOG_SINK
 from storage.rocks import RocksSettings, RocksTimerStore
 
 # The order in which the modules start under `make test` (pytest-xdist, ``--dist
-# loadgroup --no-loadscope-reorder``): the longest work first, so that the workers finish
+# loadfile --no-loadscope-reorder``): the longest work first, so that the workers finish
 # together instead of one of them starting the docker test when the others are done.
 START_ORDER = ("docker", "spark", "browser", "slow")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that uses the ``spark`` session goes to one worker (one JVM a run), and
-    the modules are ordered by ``START_ORDER``, each kept in one piece."""
-    for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("spark"))
+    """The modules ordered by ``START_ORDER``, each kept in one piece."""
     rank: dict[str, int] = {}
     for item in items:
         module = item.nodeid.split("::")[0]

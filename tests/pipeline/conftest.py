@@ -1,10 +1,10 @@
-"""One real local Spark session (``local[2]``) for the whole run, for tests marked ``spark``.
+"""One real local Spark session (``local[2]``) a process, for tests marked ``spark``.
 
 It is started by the first test that asks for it and stopped with its JVM at the end of
 the run: a JVM start is several seconds, and nothing a test does to the session outlives
-its job (each job reads and writes its own tmp_path). Under pytest-xdist every test that
-uses it is in the ``spark`` group (tests/conftest.py), so one worker runs them all and
-one JVM starts a run."""
+its job (each job reads and writes its own tmp_path). Under pytest-xdist each worker
+that runs a module using it starts one (at most ``PYTEST_WORKERS`` JVMs a run, against
+one a module before)."""
 
 from __future__ import annotations
 
