@@ -22,8 +22,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# pytest-xdist: PYTEST_WORKERS processes, each module run whole by one worker (its module
+# fixtures start once), the modules in the order tests/conftest.py gives them (longest
+# first). docs/testing.md says how a test stays safe in parallel.
+PYTEST_WORKERS ?= 3
 pytest: $(STAMP) machine-ready
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m pytest -q \
+		-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Everything the suite needs from outside is fetched here, before pytest: the tests' own
 # traffic stays on 127.0.0.1. Each step is quiet and idempotent; when one fails, the tests

@@ -1,4 +1,5 @@
-"""Shared fixtures: a real RocksDB store in a temporary directory and a fake clock."""
+"""Shared fixtures: a real RocksDB store in a temporary directory and a fake clock; and
+the suite's order and grouping under pytest-xdist (docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,45 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from app.clock import FakeClock
 from storage.protocol import LOG_SINK
 from storage.rocks import RocksSettings, RocksTimerStore
+
+# The order in which the modules start under `make test` (pytest-xdist, ``--dist
+# loadfile --no-loadscope-reorder``): the longest work first, so that the workers finish
+# together instead of one of them starting the docker test when the others are done.
+START_ORDER = ("docker", "spark", "browser", "slow")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hypothesis without its per-example deadline (200 ms of wall clock): beside two other
+    workers, or on a loaded machine, a correct example failed it (tests/app/test_ids.py,
+    27 Nov). Speed is measured in bench/, not asserted in tests."""
+    settings.register_profile("timerstore", deadline=None)
+    settings.load_profile("timerstore")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules ordered by ``START_ORDER``, each kept in one piece."""
+    rank: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        rank[module] = min(rank.get(module, len(START_ORDER)), _start_rank(item))
+    first_seen = {module: i for i, module in enumerate(dict.fromkeys(rank))}
+    items.sort(key=lambda item: _module_key(item.nodeid.split("::")[0], rank, first_seen))
+
+
+def _start_rank(item: pytest.Item) -> int:
+    names = {mark.name for mark in item.iter_markers()}
+    if "spark" in getattr(item, "fixturenames", ()):
+        names.add("spark")
+    return min((i for i, name in enumerate(START_ORDER) if name in names), default=len(START_ORDER))
+
+
+def _module_key(module: str, rank: dict[str, int], first_seen: dict[str, int]) -> tuple[int, int]:
+    return rank[module], first_seen[module]
 
 
 class FlakySink:

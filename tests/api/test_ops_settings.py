@@ -1,6 +1,10 @@
 """``timerstore serve`` with a bad setting: one line naming it, exit 2, never a traceback,
 and nothing started (a store setting RocksDB refused was a trace and exit 1, an integer
-too large a service that listened with a dead scanner)."""
+too large a service that listened with a dead scanner).
+
+Each setting's line is checked against ``load_settings``, which ``serve`` prints after
+its prefix; one real ``serve`` shows that the line is all it prints and that it opens
+nothing (one process is enough: every bad setting takes that one path)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from api.server import EXIT_BAD_SETTINGS
+from app.config import load_settings
+from storage.errors import ConfigError
 from tests.api.helpers import ROOT, free_port
 
 BOUND_MS = "3153600000000 (100 years, in milliseconds)"
@@ -35,6 +41,11 @@ def _serve(data_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess[s
 @pytest.mark.parametrize(
     ("env", "line"),
     [
+        (
+            {"TIMERSTORE_LIMITS__MAX_BODY_BYTES": "0"},
+            "timerstore serve: limits.max_body_bytes (TIMERSTORE_LIMITS__MAX_BODY_BYTES)"
+            " must be at least 1",
+        ),
         (
             {"TIMERSTORE_ROCKS__BLOB_MIN_BYTES": "-1"},
             "timerstore serve: rocks.blob_min_bytes (TIMERSTORE_ROCKS__BLOB_MIN_BYTES)"
@@ -74,10 +85,16 @@ def _serve(data_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess[s
         ),
     ],
 )
-def test_a_bad_setting_is_one_line_and_exit_2(
-    tmp_path: Path, env: dict[str, str], line: str
-) -> None:
+def test_a_bad_setting_is_one_line_naming_it(env: dict[str, str], line: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ=env)
+    assert f"timerstore serve: {caught.value.message}" == line
+
+
+def test_serve_with_a_bad_setting_prints_its_line_alone_and_exits_2(tmp_path: Path) -> None:
+    env = {"TIMERSTORE_ROCKS__BLOB_MIN_BYTES": "-1"}  # RocksDB's refusal was a trace, exit 1
     done = _serve(tmp_path / "data", env)
     assert done.returncode == EXIT_BAD_SETTINGS, done.stderr
-    assert done.stderr.strip().splitlines() == [line], done.stderr
+    line = "timerstore serve: rocks.blob_min_bytes (TIMERSTORE_ROCKS__BLOB_MIN_BYTES)"
+    assert done.stderr.strip().splitlines() == [line + " must be at least 0"], done.stderr
     assert not (tmp_path / "data").exists()  # refused before the store was opened

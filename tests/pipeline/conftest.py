@@ -1,4 +1,10 @@
-"""A real local Spark session per test module (``local[2]``), for tests marked ``spark``."""
+"""One real local Spark session (``local[2]``) a process, for tests marked ``spark``.
+
+It is started by the first test that asks for it and stopped with its JVM at the end of
+the run: a JVM start is several seconds, and nothing a test does to the session outlives
+its job (each job reads and writes its own tmp_path). Under pytest-xdist each worker
+that runs a module using it starts one (at most ``PYTEST_WORKERS`` JVMs a run, against
+one a module before)."""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ import pytest
 from pipeline.spark import run_workers_on_this_interpreter
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
