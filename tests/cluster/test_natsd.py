@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 import nats
 import pytest
 from nats.js.api import StorageType, StreamConfig
+from nats.js.errors import NoStreamResponseError
 
 from cluster.natsd import NatsCluster
 from storage.errors import StoreOpenError
@@ -23,14 +25,29 @@ def alive(pid: int) -> bool:
     return True
 
 
+ELECTION_WAIT_S = 60.0  # a killed server's stream leadership moves in a Raft election (4-9 s)
+NOT_YET = (nats.errors.NoRespondersError, nats.errors.TimeoutError, NoStreamResponseError)
+
+
 async def publish_and_count(urls: list[str], subject: str) -> int:
-    """Publish one message to the R3 stream through ``urls`` and return its message count."""
+    """Publish one message to the R3 stream through ``urls`` and return its message count.
+
+    While the stream elects a new leader there is no responder: the publish is sent again
+    (the same ``Nats-Msg-Id``, so a retry that did land is not counted twice) until
+    ``ELECTION_WAIT_S`` has passed."""
     client = await nats.connect(servers=urls, connect_timeout=5, max_reconnect_attempts=20)
+    deadline = time.monotonic() + ELECTION_WAIT_S
     try:
-        js = client.jetstream(timeout=10)
-        await js.publish(subject, b"x", stream="T")
-        info = await js.stream_info("T")
-        return int(info.state.messages)
+        js = client.jetstream(timeout=5)
+        while True:
+            try:
+                await js.publish(subject, b"x", stream="T", headers={"Nats-Msg-Id": subject})
+                info = await js.stream_info("T")
+                return int(info.state.messages)
+            except NOT_YET:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
     finally:
         await client.close()
 
