@@ -5,7 +5,9 @@ chosen so the schedule ends before it (from a calibration run on a throwaway sto
 whose writes are reported as ``io_write_bytes_excluded`` and left out of the disk
 figures).
 Figures: seconds from T until every timer was delivered, lateness p50/p99/max,
-timers never delivered, and RSS growth (peak minus the RSS before scheduling).
+timers never delivered, and RSS growth (peak minus the RSS before scheduling). Beside them,
+the seconds that as many plain RocksDB puts take on this machine in the same run
+(``raw_puts_s``): the burst is judged as a ratio to it, so a slow hour does not fail it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import shutil
 import time
 from typing import Any
 
+from bench.core_throughput import raw_put_seconds
 from bench.measure import RssSampler, io_write_bytes, now_ms
 from bench.scenarios.common import Column, Context, chunks, fixed, timers, wait_until
 from bench.systems import BenchSystem, SystemSpec
@@ -62,6 +65,8 @@ def run(spec: SystemSpec, ctx: Context) -> dict[str, Any]:
     n = spec.size(ctx.sizes.burst_timers)
     io_before = io_write_bytes()
     rate = calibrate_rate(spec, ctx, n)
+    raw_puts_s = raw_put_seconds(n, f"{ctx.workdir}/raw-puts")
+    shutil.rmtree(f"{ctx.workdir}/raw-puts", ignore_errors=True)
     calibration_io = io_write_bytes() - io_before  # the runner leaves it out of disk writes
     lead_ms = int(n / rate * 1000 * 1.5) + 1500
     system = ctx.open(spec, simulated=False)
@@ -89,6 +94,7 @@ def run(spec: SystemSpec, ctx: Context) -> dict[str, Any]:
             "lead_ms": lead_ms,
             "schedule_overran_ms": max(0, scheduled_ms - due_ms),
             "deliver_all_s": (done_ms - due_ms) / 1000 if complete and delivered >= n else None,
+            "raw_puts_s": raw_puts_s,
             "timed_out": not complete,
             "delivered": delivered,
             "never_delivered": n - delivered,

@@ -37,13 +37,15 @@ def test_burst_calibration_is_not_counted_in_its_disk_writes(tmp_path: Path) -> 
     assert result["status"] == "ok", result.get("traceback")
     calibration = result["figures"]["io_write_bytes_excluded"]
     assert calibration > 0
+    assert result["figures"]["raw_puts_s"] > 0  # the yardstick, measured in the same run
     assert 0 <= result["disk"]["io_write_bytes"] <= around - calibration
 
 
-def _burst_results(overran_ms: int) -> dict[str, Any]:
+def _burst_results(overran_ms: int, raw_puts_s: float = 2.0) -> dict[str, Any]:
     figures = {
         "timers": 1_000_000,
         "deliver_all_s": 2.5,
+        "raw_puts_s": raw_puts_s,
         "never_delivered": 0,
         "lateness": {"p99_ms": 1500.0},
         "rss_growth_mb": 120.0,
@@ -52,15 +54,34 @@ def _burst_results(overran_ms: int) -> dict[str, Any]:
     return {"scenarios": {"burst": {"systems": {"rocks": {"status": "ok", "figures": figures}}}}}
 
 
+def test_the_burst_is_judged_against_as_many_raw_puts_in_the_same_run() -> None:
+    """A slow hour slows the raw puts too: 2.5 s against 2.0 s of raw puts is met (1.25x),
+    against 1.5 s it is not (1.67x); without the raw figure there is no verdict."""
+
+    def ratio_target(results: dict[str, Any]) -> dict[str, Any]:
+        (target,) = [
+            t for t in judge(results, FULL.to_json()) if t["name"] == "burst_within_raw_puts"
+        ]
+        return target
+
+    assert (
+        ratio_target(_burst_results(0, 2.0))["met"],
+        ratio_target(_burst_results(0, 2.0))["value"],
+    ) == (True, 1.25)
+    slow = ratio_target(_burst_results(0, 1.5))
+    assert (slow["met"], slow["value"], slow["unit"]) == (False, 1.67, "x")
+    assert ratio_target(_burst_results(0, 0.0))["met"] is None
+
+
 def test_a_burst_whose_schedule_overran_says_so_beside_its_verdicts() -> None:
     """Lateness counts from the due instant, so an overrun only makes the figures worse:
     the verdicts stand, and each says by how much the schedule overran."""
     on_time = [t for t in judge(_burst_results(0), FULL.to_json()) if t["scenario"] == "burst"]
-    assert [t["met"] for t in on_time] == [True, True, True]
+    assert [t["met"] for t in on_time] == [True, True, True, True]
     late = [t for t in judge(_burst_results(750), FULL.to_json()) if t["scenario"] == "burst"]
-    assert [t["met"] for t in late] == [True, True, True]
+    assert [t["met"] for t in late] == [True, True, True, True]
     assert {t["note"] for t in on_time} == {None}
-    assert [t["value"] for t in late] == [2.5, 1500.0, 120.0]
+    assert [t["value"] for t in late] == [2.5, 1500.0, 120.0, 1.25]
     for t in late:
         assert "overran the due instant by 750 ms" in t["note"]
     (line, *_) = verdict_lines(late)
