@@ -1,0 +1,149 @@
+"""Batch schedules into a local cluster against one single node, in the same run.
+
+One single node (no NATS) and then three nats-servers with three nodes on loopback, each
+fed the same bodies: ``--batches`` bodies of ``--per-batch`` timers (64 topics, due an
+hour ahead, server-made ids) as ``POST /v1/timers/batch``, ``--concurrency`` requests in
+flight, spread round-robin over the nodes' URLs. A refused body (503 while a partition
+moves) is sent again and counted. Prints timers/s of each and the cluster's ratio to the
+single node (issue 34's target: at least 0.5), and writes a result file.
+Run: ``python -m bench.cluster_batch [--batches 300] [--per-batch 1000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from cluster.natsd import NatsCluster, free_port
+from cluster.node_process import NodeProcess
+
+TOPICS = 64
+RETRY_LIMIT = 100
+RESULTS_DIR = "bench/results"
+
+
+def bodies(batches: int, per_batch: int, due_ms: int) -> list[bytes]:
+    """The request bodies, encoded up front so the client's own work stays out of the rate."""
+    return [
+        json.dumps(
+            {
+                "timers": [
+                    {"topic": f"t{(b * per_batch + i) % TOPICS}", "deliver_at_ms": due_ms}
+                    for i in range(per_batch)
+                ]
+            }
+        ).encode()
+        for b in range(batches)
+    ]
+
+
+async def post_all(urls: list[str], payloads: list[bytes], concurrency: int) -> tuple[float, int]:
+    """Seconds to have every body acknowledged, and how many were sent again."""
+    queue = list(zip(itertools.cycle(urls), payloads, strict=False))
+    resent = 0
+    headers = {"Content-Type": "application/json"}
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        nonlocal resent
+        while queue:
+            url, body = queue.pop()
+            for _ in range(RETRY_LIMIT):
+                answer = await client.post(f"{url}/v1/timers/batch", content=body, headers=headers)
+                if answer.is_success:
+                    break
+                resent += 1
+                await asyncio.sleep(0.2)
+            else:
+                raise RuntimeError(f"refused {RETRY_LIMIT} times: {answer.status_code}")
+
+    limits = httpx.Limits(max_connections=concurrency)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+        return time.perf_counter() - started, resent
+
+
+def pending_seen(url: str) -> int:
+    """Pending timers as ``/v1/stats`` of ``url`` counts them (every partition's, in a cluster)."""
+    for _ in range(RETRY_LIMIT):
+        answer = httpx.get(f"{url}/v1/stats", timeout=30)
+        if answer.is_success:
+            return int(answer.json()["pending"])
+        time.sleep(0.2)  # 503 while a partition has no owner
+    raise RuntimeError(f"/v1/stats refused {RETRY_LIMIT} times: {answer.status_code}")
+
+
+def run_nodes(nodes: list[NodeProcess], payloads: list[bytes], concurrency: int) -> dict[str, Any]:
+    """Post every body to ``nodes``; the figures, and the pending count the last node sees
+    afterwards (every acknowledged timer must be there)."""
+    try:
+        for node in nodes:
+            node.start()
+        for node in nodes:
+            node.wait_ready()
+        seconds, resent = asyncio.run(post_all([n.url for n in nodes], payloads, concurrency))
+        pending = pending_seen(nodes[-1].url)
+    finally:
+        for node in nodes:
+            node.stop()
+    return {"seconds": seconds, "resent": resent, "pending": pending}
+
+
+def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    due_ms = int(time.time() * 1000) + 3_600_000
+    payloads = bodies(args.batches, args.per_batch, due_ms)
+    timers = args.batches * args.per_batch
+    single = run_nodes(
+        [NodeProcess("single", free_port(), root / "single", [])], payloads, args.concurrency
+    )
+    with NatsCluster(root / "nats") as servers:
+        nodes = [NodeProcess(f"n{i}", free_port(), root / f"n{i}", servers.urls) for i in range(3)]
+        cluster = run_nodes(nodes, payloads, args.concurrency)
+    single["timers_per_s"] = timers / single["seconds"]
+    cluster["timers_per_s"] = timers / cluster["seconds"]
+    return {
+        "timers": timers,
+        "per_batch": args.per_batch,
+        "concurrency": args.concurrency,
+        "single": single,
+        "cluster": cluster,
+        "ratio": cluster["timers_per_s"] / single["timers_per_s"],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batches", type=int, default=300)
+    parser.add_argument("--per-batch", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=6)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as root:
+        result = measure(Path(root), args)
+    print(f"single node: {result['single']['timers_per_s']:,.0f} timers/s")
+    print(
+        f"cluster of 3: {result['cluster']['timers_per_s']:,.0f} timers/s "
+        f"({result['cluster']['resent']} bodies sent again)"
+    )
+    print(f"cluster / single: {result['ratio']:.2f} (target at least 0.5)")
+    lost = [k for k in ("single", "cluster") if result[k]["pending"] != result["timers"]]
+    if lost:
+        print(f"NOT every acknowledged timer is pending on: {', '.join(lost)}")
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = os.path.join(RESULTS_DIR, f"cluster_batch-{stamp}.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
