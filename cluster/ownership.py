@@ -133,7 +133,10 @@ class Ownership:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         await self.release_all()
-        await self.table.leave(self.node_id)
+        try:
+            await self.table.leave(self.node_id)
+        except (nats.errors.Error, TimeoutError) as exc:  # its heartbeat goes stale instead
+            log.warning("node %s: not removed from the nodes bucket (%r)", self.node_id, exc)
 
     async def run(self) -> None:
         while True:
@@ -333,7 +336,12 @@ class Ownership:
                 part.close()
         if held.lease is not None:
             released = Lease(self.node_id, held.lease.epoch, 0)
-            await self.table.write(partition, held, released)
+            try:
+                await self.table.write(partition, held, released)
+            except (nats.errors.Error, TimeoutError) as exc:
+                # JetStream is electing (a server was lost): the partition is closed here
+                # all the same, and its lease runs out by itself after lease_ms
+                log.warning("partition %d: lease not released (%r); it expires", partition, exc)
         log.info("partition %d: handed back", partition)
 
     async def release_all(self) -> None:
