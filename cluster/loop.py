@@ -30,8 +30,14 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
-        """Run ``coro`` on the loop and wait for its result (never call from the loop)."""
-        return self.submit(coro).result(timeout_s)
+        """Run ``coro`` on the loop and wait for its result (never call from the loop); past
+        ``timeout_s`` the coroutine is cancelled and TimeoutError raised."""
+        future = self.submit(coro)
+        try:
+            return future.result(timeout_s)
+        except TimeoutError:
+            future.cancel()
+            raise
 
     def call_soon(self, callback: Callable[..., object], *args: object) -> None:
         self.loop.call_soon_threadsafe(callback, *args)

@@ -27,7 +27,7 @@ from cluster.leases import HeldLease, Lease, LeaseTable, NodeBeat, preferred_own
 from cluster.loop import LoopThread
 from cluster.partition import APPEND_DEADLINE_S, OwnedPartition, write_marker
 from cluster.records import FenceOp, Record, encode_record
-from cluster.restore import catch_up, open_local
+from cluster.restore import RESTORE_STEP_TIMEOUT_S, catch_up, open_local
 from cluster.settings import ClusterSettings
 from cluster.snapshots import Snapshots
 from storage.errors import TimerStoreError
@@ -286,7 +286,7 @@ class Ownership:
                 msg_id = f"{partition}/{self.node_id}/{epoch}/{seq}"
                 append = self.changelog.append(partition, fence, seq, msg_id, APPEND_DEADLINE_S)
                 try:
-                    seq = self.loop.run(append)
+                    seq = self.loop.run(append, RESTORE_STEP_TIMEOUT_S)
                 except FencedError:
                     continue  # the former owner appended since: catch up again
                 write_marker(store, seq, dirty=False)

@@ -61,20 +61,26 @@ def open_local(
     return store, 0
 
 
+# one step of a restore (the stream's last sequence, one batch of records): a step that
+# never answers (a request lost while JetStream elects) fails the restore, which the next
+# ownership tick starts again, instead of leaving the partition held but never live
+RESTORE_STEP_TIMEOUT_S = 30.0
+
+
 def catch_up(
     loop: LoopThread, changelog: Changelog, partition: int, store: RocksTimerStore, after_seq: int
 ) -> int:
     """Apply the partition's records after ``after_seq``; the last sequence applied."""
-    upto_seq = loop.run(changelog.last_seq(partition))
+    upto_seq = loop.run(changelog.last_seq(partition), RESTORE_STEP_TIMEOUT_S)
     reader = changelog.reader(partition, after_seq, upto_seq)
     guard = after_seq > 0  # the record after the marker may be applied in part already
     seq = after_seq
     try:
-        while batch := loop.run(reader.next_batch()):
+        while batch := loop.run(reader.next_batch(), RESTORE_STEP_TIMEOUT_S):
             for seq, data in batch:
                 apply_record(store, decode_record(data), guard=guard)
                 guard = False
                 write_marker(store, seq, dirty=False)
     finally:
-        loop.run(reader.close())
+        loop.run(reader.close(), RESTORE_STEP_TIMEOUT_S)
     return seq
