@@ -35,6 +35,7 @@ from storage.rocks.db import RocksSettings
 
 log = logging.getLogger(__name__)
 FENCE_TRIES = 5
+RESTORE_WORKERS = 4
 # a snapshot of a partition after this many appended records (each carries many changes)
 SNAPSHOT_EVERY_RECORDS = 2_000
 
@@ -69,7 +70,10 @@ class Ownership:
         self.seen: dict[int, HeldLease] = {}  # the last read of every lease
         self.members: dict[str, NodeBeat] = {}
         self.ticks = 0
-        self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ts-restore")
+        # restores apart from snapshots and closes: a long snapshot upload must not hold
+        # back the restore of a partition just taken (its timers wait on it)
+        self.restorer = ThreadPoolExecutor(RESTORE_WORKERS, thread_name_prefix="ts-restore")
+        self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ts-snapshot")
         self.tick_s = settings.lease_ms / 3 / 1000
         self._task: asyncio.Task[None] | None = None
         self.on_owned: Callable[[OwnedPartition], None] | None = None  # in a worker thread
@@ -83,6 +87,13 @@ class Ownership:
         if part is None or held is None or held.lease is None:
             return None
         return part if held.lease.expires_at_ms > now_ms() else None
+
+    def held_locally(self, partition: int) -> OwnedPartition | None:
+        """The partition when this node owns it, live lease or not: for what changes only
+        this node's memory (a release of timers in flight), which must reach the store
+        even while a renewal is late, or those timers stay in flight once it is renewed."""
+        with self.lock:
+            return self.owned.get(partition)
 
     def owned_partition(self, partition: int) -> OwnedPartition:
         """The owned partition, or PartitionMovedError (an outcome for a partition gone)."""
@@ -182,7 +193,7 @@ class Ownership:
             ]
             self.snapshotting.update(part.partition for part in due)
         for part in due:
-            self._submit(self.snapshot, part)
+            self._submit(self.executor, self.snapshot, part)
 
     def snapshot(self, part: OwnedPartition) -> None:
         assert self.snapshots is not None
@@ -251,7 +262,7 @@ class Ownership:
                 return
             self.restoring.add(partition)
         epoch = held.lease.epoch if held.lease is not None else 0
-        self._submit(self.restore, partition, epoch)
+        self._submit(self.restorer, self.restore, partition, epoch)
 
     def restore(self, partition: int, epoch: int) -> None:
         """Restore and fence the partition (a worker thread); own it if still held. A
@@ -299,13 +310,13 @@ class Ownership:
             store.close()
             raise
 
-    def _submit(self, work: Callable[..., object], *args: object) -> None:
+    def _submit(self, pool: ThreadPoolExecutor, work: Callable[..., object], *args: object) -> None:
         """Run ``work`` on a worker thread; nothing once the node is stopping (its
         executor may be shut down: a restore or snapshot then has no use)."""
         if self.closing:
             return
         try:
-            self.executor.submit(work, *args)
+            pool.submit(work, *args)
         except RuntimeError:  # shut down between the check and the submit
             log.debug("not run, the node is stopping: %r", work)
 
@@ -343,6 +354,11 @@ class Ownership:
                 # all the same, and its lease runs out by itself after lease_ms
                 log.warning("partition %d: lease not released (%r); it expires", partition, exc)
         log.info("partition %d: handed back", partition)
+
+    def shutdown(self) -> None:
+        """Wait for the worker threads (after ``stop``: no new work is taken)."""
+        self.restorer.shutdown(wait=True)
+        self.executor.shutdown(wait=True)
 
     async def release_all(self) -> None:
         """A clean stop: every partition closed and its lease released at once."""

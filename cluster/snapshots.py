@@ -16,6 +16,8 @@ Restore reads the object's chunks with a pull consumer (256 a fetch), not nats-p
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import io
 import tarfile
 import tempfile
@@ -34,7 +36,11 @@ from cluster.partition import OwnedPartition
 from storage.errors import StoreCorruptError
 
 SNAPSHOTS_BUCKET = "ts_snapshots"
-CALL_TIMEOUT_S = 300.0
+OBJECTS_STREAM = f"OBJ_{SNAPSHOTS_BUCKET}"
+META_PREFIX = f"$O.{SNAPSHOTS_BUCKET}.M."
+META_SUBJECTS = f"{META_PREFIX}>"
+CALL_TIMEOUT_S = 300.0  # an upload or a download of a whole snapshot
+LIST_TIMEOUT_S = 30.0  # a few requests: no reason to wait longer while JetStream elects
 FETCH_BATCH = 256
 
 
@@ -45,6 +51,15 @@ class SnapshotRef(msgspec.Struct, frozen=True):
 
 def object_name(partition: int, seq: int) -> str:
     return f"p{partition}/{seq:020d}"
+
+
+def meta_subject(name: str) -> str:
+    """The subject of an object's meta message (nats-py's layout: url-safe base64)."""
+    return f"{META_PREFIX}{base64.urlsafe_b64encode(name.encode()).decode()}"
+
+
+def object_of_meta(meta: str) -> str:
+    return base64.urlsafe_b64decode(meta[len(META_PREFIX) :]).decode()
 
 
 class Snapshots:
@@ -80,30 +95,39 @@ class Snapshots:
         return seq
 
     async def _store(self, partition: int, seq: int, data: bytes) -> None:
-        """Upload, trim the subject below ``seq``, and drop the partition's older snapshots."""
+        """Upload, trim the subject below ``seq``, and drop the partition's older snapshots
+        (their meta subjects purged too, so the listing stays as short as the snapshots)."""
         name = object_name(partition, seq)
         await self.bucket.put(name, data)
         await self.js.purge_stream(STREAM, seq=seq, subject=subject(partition))
-        try:
-            infos = await self.bucket.list(ignore_deletes=True)
-        except nats.js.errors.NotFoundError:
-            return
-        prefix = f"p{partition}/"
-        for info in infos:
-            if info.name.startswith(prefix) and info.name < name and not info.deleted:
-                await self.bucket.delete(info.name)
+        for older in await self._names(partition):
+            if older < name:
+                # deleted before, by this node or a former owner: only its meta is left
+                with contextlib.suppress(nats.js.errors.ObjectNotFoundError):
+                    await self.bucket.delete(older)
+                await self.js.purge_stream(OBJECTS_STREAM, subject=meta_subject(older))
 
     def latest(self, partition: int) -> SnapshotRef | None:
-        return self.loop.run(self._latest(partition), CALL_TIMEOUT_S)
+        return self.loop.run(self._latest(partition), LIST_TIMEOUT_S)
 
     async def _latest(self, partition: int) -> SnapshotRef | None:
+        for name in reversed(await self._names(partition)):
+            try:
+                await self.bucket.get_info(name)
+            except nats.js.errors.ObjectNotFoundError:
+                continue  # deleted (an older node's listing left its meta subject)
+            return SnapshotRef(name, int(name.split("/", 1)[1]))
+        return None
+
+    async def _names(self, partition: int) -> list[str]:
+        """The names of the partition's snapshots, oldest first, from one stream-info
+        request (its subject counts). nats-py's ``ObjectStore.list`` waits on a push
+        consumer without a deadline: in a fault run it hung for minutes while JetStream
+        elected, holding a partition's restore (owned, never live)."""
+        info = await self.js.stream_info(OBJECTS_STREAM, subjects_filter=META_SUBJECTS)
         prefix = f"p{partition}/"
-        try:
-            infos = await self.bucket.list(ignore_deletes=True)
-        except nats.js.errors.NotFoundError:
-            return None
-        names = sorted(i.name for i in infos if i.name.startswith(prefix) and not i.deleted)
-        return SnapshotRef(names[-1], int(names[-1][len(prefix) :])) if names else None
+        names = (object_of_meta(s) for s in (info.state.subjects or {}))
+        return sorted(n for n in names if n.startswith(prefix))
 
     def fetch(self, ref: SnapshotRef, into: Path) -> None:
         """Unpack the snapshot into ``into`` (which must not exist)."""
@@ -117,7 +141,7 @@ class Snapshots:
             deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE, mem_storage=True
         )
         chunks = f"$O.{SNAPSHOTS_BUCKET}.C.{info.nuid}"
-        sub = await self.js.pull_subscribe(chunks, stream=f"OBJ_{SNAPSHOTS_BUCKET}", config=config)
+        sub = await self.js.pull_subscribe(chunks, stream=OBJECTS_STREAM, config=config)
         parts: list[bytes] = []
         size = 0
         try:

@@ -281,7 +281,7 @@ class ClusterStore:
 
     def release(self, timers: Sequence[DueTimer]) -> None:
         for p, idx in by_partition([t.topic for t in timers], self.partition).items():
-            part = self.ownership.owner(p)
+            part = self.ownership.held_locally(p)
             if part is not None:  # a partition gone is released with its store
                 part.store.release([timers[i] for i in idx])
 
@@ -314,7 +314,7 @@ class ClusterStore:
             self.loop.run(self.client.close(), 10)
         finally:
             self.fanout.shutdown(wait=False)
-            self.ownership.executor.shutdown(wait=True)
+            self.ownership.shutdown()
             self.loop.stop()
 
 

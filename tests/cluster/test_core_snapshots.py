@@ -13,7 +13,7 @@ from cluster.changelog import STREAM
 from cluster.natsd import NatsCluster
 from cluster.partition import OwnedPartition
 from cluster.restore import catch_up, open_local
-from cluster.snapshots import Snapshots
+from cluster.snapshots import META_SUBJECTS, OBJECTS_STREAM, Snapshots, meta_subject
 from storage.protocol import LOG_SINK, TimerState, TimerView
 from tests.cluster.core_helpers import (
     Node,
@@ -79,7 +79,13 @@ def test_a_snapshot_trims_the_log_and_restores_the_state(node: Node, tmp_path: P
     assert snapshots.take(part) == part.last_seq  # a second one replaces the first
     newest = snapshots.latest(P)
     assert newest is not None and newest.seq == part.last_seq
+    assert meta_subjects(node) == [meta_subject(newest.name)]  # the first's meta purged too
     part.close()
+
+
+def meta_subjects(node: Node) -> list[str]:
+    info = node.loop.run(node.js.stream_info(OBJECTS_STREAM, subjects_filter=META_SUBJECTS))
+    return sorted(info.state.subjects or {})
 
 
 def test_a_new_owner_restores_from_the_snapshot(tmp_path: Path) -> None:
