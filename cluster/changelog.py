@@ -18,7 +18,8 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType
 
-from cluster.errors import FencedError, PartitionMovedError
+from cluster.errors import FencedError, PartitionMovedError, UnsureWriteError
+from storage.errors import StoreClosedError
 
 log = logging.getLogger(__name__)
 STREAM = "TIMERSTORE"
@@ -51,6 +52,22 @@ async def ensure_stream(js: JetStreamContext, name: str, subjects: str, replicas
         )
 
 
+def _refused(
+    partition: int, expected_seq: int, error: nats.js.errors.APIError, unanswered: bool
+) -> StoreClosedError:
+    """What a refused append means for its caller (see ``Changelog.append``)."""
+    if unanswered:
+        return UnsureWriteError(
+            f"partition {partition}: an append try went unanswered, then JetStream refused "
+            f"one ({error.description}): the record may be stored"
+        )
+    if error.err_code == WRONG_LAST_SEQUENCE:
+        return FencedError(
+            f"partition {partition}: another owner appended after sequence {expected_seq}"
+        )
+    return PartitionMovedError(f"partition {partition}: append failed: {error}")
+
+
 def subject(partition: int) -> str:
     return f"{SUBJECT_PREFIX}{partition}"
 
@@ -68,9 +85,11 @@ class Changelog:
     ) -> int:
         """Append one record after ``expected_seq``; its sequence once JetStream acks it.
 
-        FencedError when another writer appended since; PartitionMovedError when no try
-        was acknowledged within ``deadline_s`` (the caller drops the partition: its local
-        state holds a change the log may not).
+        FencedError when another writer appended since (and no earlier try went
+        unanswered: the record is not stored); PartitionMovedError when JetStream refused
+        it otherwise; UnsureWriteError when the outcome is unknown (no try acknowledged
+        within ``deadline_s``, or an unanswered try before a refusal). The caller drops the
+        partition either way: its local state may hold a change the log does not.
         """
         headers = {
             "Nats-Expected-Last-Subject-Sequence": str(expected_seq),
@@ -78,6 +97,7 @@ class Changelog:
         }
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + deadline_s
+        unanswered = False  # a try may have been stored though its answer was lost
         while True:
             try:
                 ack = await self.js.publish(
@@ -85,16 +105,13 @@ class Changelog:
                 )
                 return int(ack.seq)
             except nats.js.errors.APIError as e:
-                if e.err_code == WRONG_LAST_SEQUENCE:
-                    raise FencedError(
-                        f"partition {partition}: another owner appended after sequence "
-                        f"{expected_seq}"
-                    ) from e
-                if e.code not in (503, None) or loop.time() >= give_up_at:
-                    raise PartitionMovedError(f"partition {partition}: append failed: {e}") from e
+                retry = e.code in (503, None) and loop.time() < give_up_at
+                if not retry:
+                    raise _refused(partition, expected_seq, e, unanswered) from e
             except _NOT_ANSWERED as e:
+                unanswered = True
                 if loop.time() >= give_up_at:
-                    raise PartitionMovedError(
+                    raise UnsureWriteError(
                         f"partition {partition}: append not acknowledged in {deadline_s} s"
                     ) from e
             await asyncio.sleep(0.1)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 
+from cluster.natsd import pause_process
 from storage.errors import StoreOpenError
 
 READY_TIMEOUT_S = 120.0  # a node opens its store, joins, takes and restores partitions
@@ -115,7 +116,8 @@ class NodeProcess:
             self.process.send_signal(signum)
 
     def pause(self) -> None:
-        self._signal(signal.SIGSTOP)
+        if self.pid is not None and self.process is not None:
+            pause_process(self.process)
 
     def resume(self) -> None:
         self._signal(signal.SIGCONT)

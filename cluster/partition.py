@@ -31,7 +31,7 @@ from typing import TypeVar
 import msgspec
 
 from cluster.changelog import Changelog
-from cluster.errors import PartitionMovedError
+from cluster.errors import PartitionMovedError, UnsureWriteError
 from cluster.loop import LoopThread
 from cluster.records import Op, Record, encode_record
 from storage.errors import TimerStoreError
@@ -154,7 +154,7 @@ class OwnedPartition:
                 return
             except Exception as e:  # the top of the append task: no waiter may hang
                 log.exception("partition %d: append failed", self.partition)
-                self._lose(PartitionMovedError(f"append failed: {e!r}"), batch)
+                self._lose(UnsureWriteError(f"append failed: {e!r}"), batch)
                 return
             with self.lock:
                 self.last_seq = seq
@@ -163,16 +163,22 @@ class OwnedPartition:
                 waiter.set_result(None)
 
     def _lose(
-        self, error: TimerStoreError, batch: list[tuple[Op, concurrent.futures.Future[None]]]
+        self, error: TimerStoreError, sent: list[tuple[Op, concurrent.futures.Future[None]]]
     ) -> None:
+        """The partition is lost. The writes of the record sent get the append's outcome:
+        ``UnsureWriteError`` (they may be stored) or PartitionMovedError (not stored: the
+        router may retry them at the new owner); those queued behind it, never sent, get
+        PartitionMovedError."""
         log.warning("partition %d lost: %s", self.partition, error.message)
         with self.lock:
             self.lost = error
-            batch = batch + self._pending
-            self._pending = []
+            unsent, self._pending = self._pending, []
             self._flushing = False
         moved = PartitionMovedError(f"partition {self.partition} moved: {error.message}")
-        for _, waiter in batch:
+        outcome = error if isinstance(error, UnsureWriteError) else moved
+        for _, waiter in sent:
+            waiter.set_exception(outcome)
+        for _, waiter in unsent:
             waiter.set_exception(moved)
         self.on_lost(self.partition, error)
 

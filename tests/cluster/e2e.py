@@ -72,10 +72,17 @@ def full_log(url: str, topic: str, count: int) -> list[dict[str, Any]]:
     return wait_for(f"{count} messages of {topic} at {url}", probe)
 
 
-def topics_owned_by(url: str, node_id: str, candidates: list[str]) -> list[str]:
-    """The topics among ``candidates`` whose partition ``node_id`` owns, as ``url`` sees it."""
-    owned = owners(url)
-    return [t for t in candidates if owned[partition_of(t, len(owned))] == node_id]
+def topics_owned_by(url: str, node_id: str, candidates: list[str], count: int) -> list[str]:
+    """``count`` topics among ``candidates`` whose partition ``node_id`` owns, as ``url``
+    sees it: waited for, as ownership settles over a few ticks after the nodes join (a
+    node owning one partition may not own one of these topics yet)."""
+
+    def probe() -> list[str] | None:
+        owned = owners(url)
+        found = [t for t in candidates if owned[partition_of(t, len(owned))] == node_id]
+        return found[:count] if len(found) >= count else None
+
+    return wait_for(f"{count} topics owned by {node_id}", probe)
 
 
 def owns_none(url: str, node_id: str) -> bool:

@@ -70,7 +70,7 @@ def under_way(nodes: list[NodeProcess], count: int, per_topic: int, step_ms: int
     (the victim) due from 2 s on, scheduled through ``nodes[0]``; returns once the first
     of them is delivered."""
     balanced(nodes)
-    topics = topics_owned_by(nodes[0].url, nodes[2].node_id, CANDIDATES)[:count]
+    topics = topics_owned_by(nodes[0].url, nodes[2].node_id, CANDIDATES, count)
     due: Due = {}
     schedule(nodes[0].url, spread(topics, "a", per_topic, now_ms() + 2_000, step_ms), due)
     first_delivery(nodes[0].url, topics)
@@ -90,8 +90,8 @@ def test_sigkill_of_an_owner_mid_delivery_loses_and_repeats_nothing(
     nodes = start_nodes(fresh_nats)
     n0, n1, victim = nodes
     balanced(nodes)
-    topics = topics_owned_by(n0.url, victim.node_id, CANDIDATES)[:4]
-    topics += topics_owned_by(n0.url, n1.node_id, CANDIDATES)[:2]
+    topics = topics_owned_by(n0.url, victim.node_id, CANDIDATES, 4)
+    topics += topics_owned_by(n0.url, n1.node_id, CANDIDATES, 2)
     due: Due = {}
     start = now_ms() + 2_000
     schedule(n0.url, spread(topics, "a", 40, start, 100), due)
