@@ -23,34 +23,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
-from storage.errors import ConflictError, InvalidInputError, TimerStoreError
+from storage.errors import TimerStoreError
+from storage.grouping import Outcome
 from storage.protocol import NewTimer, ScheduleResult, TimerStore
 
-Outcome = ScheduleResult | TimerStoreError
 # runs a blocking function in a worker thread (``TimerService.call``)
 RunInThread = Callable[..., Awaitable[list[Outcome]]]
 Waiting = tuple[NewTimer, int, "asyncio.Future[ScheduleResult]"]  # timer, now_ms, its answer
 DEFAULT_MAX_ITEMS = 1000  # a group's WriteBatch stays far below the GIL-holding sizes
-ITEM_ERRORS = (ConflictError, InvalidInputError)  # errors that belong to one timer
 
 
 def write_group(store: TimerStore, timers: Sequence[NewTimer], now_ms: int) -> list[Outcome]:
-    """Store ``timers`` in one call; when that is refused, each on its own (worker thread).
-
-    Each outcome is the timer's result, or the domain error it would have got alone.
-    """
-    try:
-        return list(store.schedule(timers, now_ms))
-    except ITEM_ERRORS:  # one timer's fault; a store-wide one (a full disk) is everyone's
-        if len(timers) == 1:
-            raise
-    outcomes: list[Outcome] = []
-    for timer in timers:
-        try:
-            outcomes.extend(store.schedule([timer], now_ms))
-        except TimerStoreError as exc:
-            outcomes.append(exc)
-    return outcomes
+    """Store ``timers`` (of independent callers) in one call (a worker thread): each
+    outcome is the timer's result, or the domain error it would have got alone."""
+    return store.schedule_each(timers, now_ms)
 
 
 class WriteBatcher:

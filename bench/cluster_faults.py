@@ -15,6 +15,8 @@ one (``tests/cluster/test_e2e_faults.py``).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import random
 import tempfile
 import threading
@@ -33,6 +35,7 @@ TOPICS = [f"f-{i}" for i in range(8)]
 CLIENTS = 3
 REQUEST_TIMEOUT_S = 5.0
 DRAIN_TIMEOUT_S = 180.0
+RESULTS_DIR = "bench/results"
 
 
 def now_ms() -> int:
@@ -197,9 +200,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=300)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--lease-ms", type=int, default=2_000)
+    parser.add_argument(
+        "--keep-dir", type=Path, help="run under this dir and keep it (node and server logs)"
+    )
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as root:
-        run, problems = fault_run(Path(root), args.seconds, args.seed, args.lease_ms)
+    with contextlib.ExitStack() as stack:
+        root = args.keep_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        run, problems = fault_run(root, args.seconds, args.seed, args.lease_ms)
     operations = run.history.snapshot()
     statuses: dict[str, int] = {}
     for op in operations:
@@ -207,6 +214,18 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{len(operations)} operations, {len(run.faults)} faults: {', '.join(run.faults)}")
     print(msgspec.json.encode(dict(sorted(statuses.items()))).decode())
     print(f"{len(problems)} problems" + "".join(f"\n  {p}" for p in problems[:50]))
+    result = {"seed": args.seed, "faults": run.faults, "problems": problems}
+    print(f"wrote {write_result(result | {'operations': operations})}")
+
+
+def write_result(result: dict[str, Any]) -> str:
+    """The run's history and verdict as JSON under bench/results (to study a failure)."""
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = os.path.join(RESULTS_DIR, f"cluster_faults-{stamp}.json")
+    with open(path, "wb") as f:
+        f.write(msgspec.json.encode(result))
+    return path
 
 
 if __name__ == "__main__":

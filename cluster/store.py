@@ -31,6 +31,7 @@ from cluster.records import Op, partition_of
 from cluster.rpc_server import RpcServer, forward
 from cluster.settings import ClusterSettings
 from cluster.view import cluster_view
+from storage import grouping
 from storage.control import ControlStore
 from storage.errors import InvalidInputError, StoreOpenError, TimerStoreError
 from storage.names import validate_idents
@@ -137,13 +138,46 @@ class ClusterStore:
 
     # ------------------------------------------------------------------ writes
     def schedule(self, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
+        _check_schedule(timers, now_ms)
         topics = [t.topic for t in timers]
-        validate_idents(topics, [t.id for t in timers])  # whole batch: the caller's indexes
-        check_range(now_ms, "now_ms")
-        for i, t in enumerate(timers):
-            if t.deliver_at_ms > MAX_TIME_MS:
-                check_range(t.deliver_at_ms, f"timers[{i}].deliver_at_ms")
         return self._split(topics, timers, lambda p, items: self.call(p, "schedule", items, now_ms))
+
+    def schedule_each(self, timers: Sequence[NewTimer], now_ms: int) -> list[grouping.Outcome]:
+        """Per partition, each part one atomic write at its owner: a conflict in one
+        partition must not schedule the other partitions' timers a second time (they are
+        stored already; a second try could answer them 409). A partition's store-wide
+        error (a 503) is its own timers' outcome, not the others'."""
+        out: list[grouping.Outcome | None] = [None] * len(timers)
+        valid: list[int] = []
+        for i, timer in enumerate(timers):
+            try:
+                _check_schedule([timer], now_ms)
+                valid.append(i)
+            except TimerStoreError as e:
+                out[i] = e
+
+        def run(partition: int, items: list[NewTimer]) -> list[grouping.Outcome]:
+            def schedule(batch: Sequence[NewTimer], at_ms: int) -> list[ScheduleResult]:
+                return self.call(partition, "schedule", list(batch), at_ms)
+
+            try:
+                return grouping.schedule_each(schedule, items, now_ms)
+            except TimerStoreError as e:
+                return [e] * len(items)
+
+        groups = by_partition([timers[i].topic for i in valid], self.partition)
+        calls = {
+            p: self.fanout.submit(run, p, [timers[valid[j]] for j in idx])
+            for p, idx in groups.items()
+        }
+        for p, idx in groups.items():
+            for j, outcome in zip(idx, calls[p].result(), strict=True):
+                out[valid[j]] = outcome
+        done: list[grouping.Outcome] = []
+        for found in out:  # every index is invalid or in exactly one partition's group
+            assert found is not None
+            done.append(found)
+        return done
 
     def cancel(self, idents: Sequence[tuple[str, str]]) -> list[CancelResult]:
         topics = [t for t, _ in idents]
@@ -316,6 +350,16 @@ class ClusterStore:
             self.fanout.shutdown(wait=False)
             self.ownership.shutdown()
             self.loop.stop()
+
+
+def _check_schedule(timers: Sequence[NewTimer], now_ms: int) -> None:
+    """What a schedule's owner would refuse as a whole (names, times), refused here first
+    with the caller's item indexes."""
+    validate_idents([t.topic for t in timers], [t.id for t in timers])
+    check_range(now_ms, "now_ms")
+    for i, t in enumerate(timers):
+        if t.deliver_at_ms > MAX_TIME_MS:
+            check_range(t.deliver_at_ms, f"timers[{i}].deliver_at_ms")
 
 
 def _bound(

@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 import msgspec
 
 from storage.control import ControlStore
+from storage.errors import TimerStoreError
 from storage.records import TimerRecord
 from storage.rules import RecordLimits
 
@@ -212,6 +213,14 @@ class TimerStore(Protocol):
 
         Raises ConflictError naming the item when one is in flight or already delivered.
         """
+        ...
+
+    def schedule_each(
+        self, timers: Sequence[NewTimer], now_ms: int
+    ) -> list[ScheduleResult | TimerStoreError]:
+        """Store timers of independent callers (group commit): each its result, or the
+        domain error it would get alone (``storage.grouping``); one timer's conflict
+        neither fails nor repeats the others'. A store-wide error is raised."""
         ...
 
     def cancel(self, idents: Sequence[tuple[str, str]]) -> list[CancelResult]: ...

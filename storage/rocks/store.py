@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 import rocksdict as rd
 
 from storage.errors import InvalidInputError
+from storage.grouping import Outcome, schedule_each
 from storage.names import validate_name
 from storage.protocol import (
     CancelResult,
@@ -71,6 +72,9 @@ class RocksTimerStore:
     # ----------------------------------------------------------------- writes
     def schedule(self, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
         return writes.schedule(self._core, timers, now_ms)
+
+    def schedule_each(self, timers: Sequence[NewTimer], now_ms: int) -> list[Outcome]:
+        return schedule_each(self.schedule, timers, now_ms)
 
     def cancel(self, idents: Sequence[tuple[str, str]]) -> list[CancelResult]:
         return writes.cancel(self._core, idents)

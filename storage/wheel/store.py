@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import msgspec
 
 from storage.errors import ConflictError, NotFoundError, StoreClosedError, StoreOpenError
+from storage.grouping import Outcome, schedule_each
 from storage.names import validate_name
 from storage.protocol import (
     CancelOutcome,
@@ -88,6 +89,9 @@ class WheelTimerStore:
         return self.core.counters.snapshot()
 
     # ----------------------------------------------------------------- writes
+    def schedule_each(self, timers: Sequence[NewTimer], now_ms: int) -> list[Outcome]:
+        return schedule_each(self.schedule, timers, now_ms)
+
     def schedule(self, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
         for t in timers:
             validate_name("topic", t.topic), validate_name("id", t.id)

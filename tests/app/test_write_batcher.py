@@ -16,6 +16,7 @@ from app.config import load_settings
 from app.service import TimerService
 from app.stores import open_store
 from storage.errors import ConflictError, StoreClosedError, StoreFullError
+from storage.grouping import Outcome, schedule_each
 from storage.protocol import NewTimer, ScheduleResult, TimerStore
 
 T0_MS = 1_700_000_000_000
@@ -44,6 +45,9 @@ class CountingStore:
     def schedule(self, timers: list[NewTimer], now_ms: int) -> list[ScheduleResult]:
         self.schedule_sizes.append(len(timers))
         return self._store.schedule(timers, now_ms)
+
+    def schedule_each(self, timers: list[NewTimer], now_ms: int) -> list[Outcome]:
+        return schedule_each(self.schedule, timers, now_ms)  # counted by ``schedule``
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)

@@ -119,3 +119,26 @@ def test_work_asked_for_after_close_is_dropped_quietly(pair: list[ClusterStore])
     late = n0.ownership  # a late tick's restore or snapshot
     late._submit(late.restorer, lambda: ran.append(True))
     assert ran == []
+
+
+def test_a_group_conflicting_in_one_partition_stores_the_others_once(
+    pair: list[ClusterStore],
+) -> None:
+    """Independent single schedules committed as a group (``schedule_each``): the timers
+    of the partitions without the conflict are stored once, not a second time on a retry
+    one by one (which answered ``replaced``, or 409 once they were due)."""
+    n0, n1 = pair
+    a, b = topics_of_both(pair)
+    n0.schedule([NewTimer(b, "busy", NOW_MS - 10)], NOW_MS)
+    assert [t.id for t in n1.due(NOW_MS, 10)] == ["busy"]  # in flight at n1
+    group = [
+        NewTimer(a, "x", NOW_MS + 60_000),
+        NewTimer(b, "busy", NOW_MS + 5),
+        NewTimer(b, "y", NOW_MS + 60_000),
+        NewTimer("", "bad-topic", NOW_MS + 60_000),
+    ]
+    outcomes = n0.schedule_each(group, NOW_MS)
+    assert isinstance(outcomes[1], ConflictError)
+    assert isinstance(outcomes[3], InvalidInputError)
+    stored = [outcomes[0], outcomes[2]]
+    assert [(r.topic, r.id, r.replaced) for r in stored] == [(a, "x", False), (b, "y", False)]  # type: ignore[union-attr]
