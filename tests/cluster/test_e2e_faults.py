@@ -16,16 +16,6 @@ SECONDS = 40.0
 
 @pytest.mark.cluster
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "KNOWN BUG, open: after a nemesis round in which JetStream timed out on every node, a "
-        "node kept the leases of two partitions for 3 minutes but delivered none of their "
-        "timers (122 acknowledged, never delivered; fresh-clone run of 27 Nov 02:48). The "
-        "run passed in the other fresh-clone run. Fix the stuck restore/ownership, then "
-        "remove this mark."
-    ),
-)
 def test_a_seeded_fault_run_keeps_every_rule(tmp_path: Path) -> None:
     run, problems = fault_run(tmp_path, SECONDS, SEED)
     assert problems == [], "\n".join(problems)
