@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,6 +15,7 @@ import httpx
 import pytest
 
 from tests.api.helpers import ThreadServer
+from tests.waiting import wait_for
 
 Live = Callable[..., tuple[httpx.Client, ThreadServer]]
 READ_LIMIT_BYTES = 1 << 20
@@ -120,10 +120,7 @@ def test_a_conflict_found_by_the_store_is_the_single_requests_409_naming_the_id(
     client, _ = server
     timer = {"topic": "t", "id": "d1", "delay_ms": 0}
     assert answers(str(client.base_url), post(timer), 1)[0][0] == 201
-    deadline = time.monotonic() + 30
-    while client.get("/v1/timers/t/d1").json()["state"] != "delivered":
-        assert time.monotonic() < deadline, "the timer was not delivered within 30 s"
-        time.sleep(0.02)  # the poll's pause, bounded by the deadline
+    wait_for(lambda: client.get("/v1/timers/t/d1").json()["state"] == "delivered", 30, "d1 out")
     again = {"topic": "t", "id": "d1", "delay_ms": 60_000}
     other = {"topic": "t", "id": "d2", "delay_ms": 60_000}
     got = answers(str(client.base_url), post(again) + post(other), 2)
