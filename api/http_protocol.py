@@ -14,6 +14,14 @@ head (request line and headers) is bounded too: llhttp has no limit of its own, 
 1 MiB header was read whole and served; past ``MAX_REQUEST_HEAD_BYTES`` the answer is a
 431. Either way the connection is closed after the answer, as uvicorn does: the rest of
 its bytes cannot be trusted to start a request.
+
+The plain single ``POST /v1/timers`` is answered here, not by the app (issue 36, part 3;
+``api.hot_routes.ScheduleOneAnswers`` says which request that is): where uvicorn would
+start the request's ASGI task (``_start_asgi_task``), the request is held until its body
+is in, submitted to the group commit, and answered by a callback of its future in one
+write, finished as uvicorn's ``RequestResponseCycle.send`` finishes an answer (keep-alive,
+the next pipelined request). That hooks uvicorn's internals, as written for uvicorn
+0.54.0 (requirements.lock); tests/api/test_schedule_one_protocol.py pins the behaviour.
 """
 
 from __future__ import annotations
