@@ -15,8 +15,6 @@ from __future__ import annotations
 import struct
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from itertools import chain, islice
-from operator import itemgetter
 
 import msgspec
 import rocksdict as rd
@@ -32,36 +30,39 @@ from storage.rocks.counters import SINK_TOTAL_PREFIX, CounterDelta
 from storage.rocks.db import iter_items, multi_get
 
 _encode = msgspec.msgpack.Encoder().encode
-_KEY, _VALUE = itemgetter(0), itemgetter(1)  # of an (key, value) item
 
 
 def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
     """Up to ``limit`` due timers from the scan cursor on, marked in flight.
 
-    Taking the keys and values off the family's ``items`` iterator is the burst's bound,
-    so the common case has no per-key Python: ``limit`` items are taken in C (``islice``)
-    and checked against the keys in flight in one call; only a scan that meets keys in
-    flight (the cursor went back) filters them key by key (``_take_due``). The batch's
-    timers are then built in columns, each by one C-level call (``due_timers``).
+    The per-key loop is the burst's bound, so it does no more than take each key and
+    value off the family's ``items`` iterator; the batch's timers are then built in
+    columns, each by one C-level call over the batch (``due_timers``).
     """
     options = rd.ReadOptions()  # must outlive the iterator (it points into the bound)
     options.set_iterate_upper_bound(layout.u64(layout.check_range(now_ms, "now_ms") + 1))
+    keys: list[bytes] = []
+    values: list[bytes] = []
     in_flight = core.in_flight
+    add_key, add_value = keys.append, values.append
     with core.lock:
         h = core.handles  # under the lock: a close() that won it raises StoreClosedError
         core.follow_clock(now_ms)  # the clock stepped back: scan (and clamp) from now on
         timers = iter_items(h.cfs["timers"], core.scan_from, options)
-        taken = list(islice(timers, limit))
-        keys = list(map(_KEY, taken))
-        if in_flight.isdisjoint(keys):
-            values = list(map(_VALUE, taken))
-            last = keys[-1] if keys else None
-            clean = True  # no in-flight key of another batch between our first and last
-            # every key below now + 1 was seen (one more key read tells, as _take_due's)
-            exhausted = len(keys) < limit or next(timers, None) is None
-        else:
-            keys, values, last, clean, exhausted = _take_due(chain(taken, timers), in_flight, limit)
-        del timers, taken
+        last = None
+        clean = True  # no in-flight key of another batch between our first and last
+        exhausted = True  # every key below now + 1 was seen
+        for key, value in timers:
+            if len(keys) >= limit:
+                exhausted = False
+                break
+            last = key
+            if key in in_flight:
+                clean = clean and not keys
+                continue
+            add_key(key)
+            add_value(value)
+        del timers
         try:
             out = due_timers(keys, values)
         except msgspec.DecodeError:  # a record that does not decode: no stall for the rest
@@ -76,29 +77,6 @@ def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
         if exhausted:  # the cursor may move to now + 1
             core.scan_from = max(core.scan_from, layout.u64(now_ms + 1))
     return out
-
-
-def _take_due(
-    items: Iterable[tuple[bytes, bytes]], in_flight: set[bytes], limit: int
-) -> tuple[list[bytes], list[bytes], bytes | None, bool, bool]:
-    """Up to ``limit`` keys and values of ``items`` that are not in flight; the last key
-    seen, whether no key in flight lies between the first and last taken (a clean range),
-    and whether ``items`` ran out (every key below the scan's bound was seen)."""
-    keys: list[bytes] = []
-    values: list[bytes] = []
-    add_key, add_value = keys.append, values.append
-    last = None
-    clean = True
-    for key, value in items:
-        if len(keys) >= limit:
-            return keys, values, last, clean, False
-        last = key
-        if key in in_flight:
-            clean = clean and not keys
-            continue
-        add_key(key)
-        add_value(value)
-    return keys, values, last, clean, True
 
 
 def due_timers(keys: list[bytes], values: list[bytes]) -> list[DueTimer]:
