@@ -27,11 +27,15 @@ def post(body: Any, *, headers: str = "Content-Type: application/json\r\n") -> b
     return head.encode() + raw
 
 
-def answers(url: str, requests: bytes, count: int) -> list[tuple[int, dict[str, str], Any]]:
-    """Send ``requests`` at once on one connection; read ``count`` answers in order."""
+def answers(
+    url: str, requests: bytes, count: int, *more: bytes
+) -> list[tuple[int, dict[str, str], Any]]:
+    """Send ``requests`` at once on one connection (then each of ``more``, in its own
+    send); read ``count`` answers in order."""
     parts = urlsplit(url)
     with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
-        sock.sendall(requests)
+        for piece in (requests, *more):
+            sock.sendall(piece)
         buffer, out = b"", []
         while len(out) < count and len(buffer) < READ_LIMIT_BYTES:
             head, sep, rest = buffer.partition(b"\r\n\r\n")
@@ -127,3 +131,18 @@ def test_a_conflict_found_by_the_store_is_the_single_requests_409_naming_the_id(
     assert got[0][0] == 409 and got[0][2]["error"]["field"] == "id"
     assert got[0][2]["error"]["state"] == "delivered"
     assert got[1][0] == 201  # one refused schedule does not fail its neighbour
+
+
+def test_a_body_sent_in_pieces_and_an_empty_body_get_the_routes_answers(
+    server: tuple[httpx.Client, ThreadServer],
+) -> None:
+    client, _ = server
+    whole = post({"topic": "t", "id": "pieces", "delay_ms": 60_000})
+    empty = post(b"")  # Content-Length: 0
+    middle = len(whole) - 10  # the head and part of the body, then the rest
+    rest = whole[middle:] + empty + b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
+    got = answers(str(client.base_url), whole[:middle], 3, rest)
+    assert [status for status, _, _ in got] == [201, 422, 200]
+    assert got[0][2]["id"] == "pieces"
+    assert got[1][2]["error"]["field"] == "body"  # the empty body's 422 names the body
+    assert client.get("/v1/timers/t/pieces").json()["state"] == "pending"
