@@ -123,8 +123,9 @@ class JsonErrorsHttpToolsProtocol(HttpToolsProtocol):
 
     def _send_answer(self, cycle: RequestResponseCycle, answer: Answer) -> None:
         """What ``RequestResponseCycle.send`` does for a whole answer, in one write."""
-        if cycle.disconnected or cycle.response_complete:
-            return  # the client left: the timer is stored all the same, as on the ASGI route
+        if cycle.disconnected or cycle.response_complete or self.transport.is_closing():
+            return  # the client left (or a parse error after it closes the connection): the
+            # timer is stored all the same, as on the ASGI route
         status, headers, body = answer
         if cycle.access_log:
             scope = cycle.scope
