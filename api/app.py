@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from api.auth import admin_guard, guard, metrics_guard
 from api.docs import install_docs
 from api.errors import error_response, install_error_handlers
-from api.hot_routes import HotRoutes
+from api.hot_routes import HotRoutes, ScheduleOneAnswers
 from api.routes import (
     admin,
     cluster,
@@ -123,6 +123,8 @@ def create_app(
     app.add_middleware(RefuseEncodedSlashes)  # added last: the outermost, before HotRoutes
     app.state.service = svc
     app.state.settings = settings
+    # the HTTP protocol answers the plain single schedule itself (api.http_protocol)
+    app.state.schedule_one_answers = ScheduleOneAnswers(svc, settings)
     install_error_handlers(app)
     app.include_router(health.router)
     for module in (timers, topics, groups, stats, deadletters, cluster):

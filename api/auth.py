@@ -17,7 +17,11 @@ from storage.errors import StoreClosedError, UnauthorizedError
 
 
 def _bearer(request: Request) -> bytes | None:
-    header = request.headers.get("authorization")
+    return bearer_token(request.headers.get("authorization"))
+
+
+def bearer_token(header: str | None) -> bytes | None:
+    """The token of an ``Authorization: Bearer <token>`` header's value, or None."""
     if header is None:
         return None
     scheme, _, token = header.partition(" ")

@@ -37,7 +37,11 @@ NOT_WELL_FORMED = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 
 def media_kind(request: Request, allowed: Sequence[Kind]) -> Kind:
-    raw = request.headers.get("content-type")
+    return media_kind_of(request.headers.get("content-type"), allowed)
+
+
+def media_kind_of(raw: str | None, allowed: Sequence[Kind]) -> Kind:
+    """The body's kind by its ``Content-Type`` value, or a 415 naming what is read."""
     base = "" if raw is None else raw.split(";", 1)[0].strip().lower()
     kind: Kind | None = (
         "json" if base in JSON_TYPES else "msgpack" if base in MSGPACK_TYPES else None

@@ -257,16 +257,24 @@ def _empty_segments_regex(template: str) -> re.Pattern[str]:
 
 async def _unexpected_handler(request: Request, exc: Exception) -> Response:
     params = request.path_params
+    path = request.url.path
+    return unexpected_response(request.method, path, params.get("topic"), params.get("timer_id"))
+
+
+def unexpected_response(
+    method: str, path: str, topic: str | None = None, timer_id: str | None = None
+) -> Response:
+    """The JSON 500 for the exception being handled, which is logged with its trace."""
     log.exception(
         "unexpected error on %s %s",
-        request.method,
-        request.url.path,
+        method,
+        path,
         extra={
             "event": "error",
-            "method": request.method,
-            "path": request.url.path,
-            "topic": params.get("topic"),
-            "timer_id": params.get("timer_id"),
+            "method": method,
+            "path": path,
+            "topic": topic,
+            "timer_id": timer_id,
         },
     )
     return error_response(500, ErrorDetail("internal", "internal error; see the server log"))

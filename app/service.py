@@ -39,6 +39,7 @@ from app.engine.webhook_sink import WEBHOOK_SINK, WebhookSender
 from app.groups import GroupOffsets
 from app.notify import TopicNotifier
 from app.routing import RouteTable
+from app.single_schedules import SingleSchedules
 from app.stats import ServiceStats
 from app.stores import log_store_opened, open_store
 from app.telemetry import Telemetry
@@ -47,7 +48,6 @@ from app.timer_requests import (
     IdMaker,
     Problem,
     TimerRequest,
-    to_new_timer,
     to_new_timers,
 )
 from app.topic_service import TopicService
@@ -110,7 +110,8 @@ class TimerService:
         self.telemetry = Telemetry()
         self.telemetry.registry.register(ServiceGauges(self))
         # single schedules arriving together share one store call (app.write_batcher)
-        self._singles = WriteBatcher(lambda: self.store, self.call)
+        batcher = WriteBatcher(lambda: self.store, self.call)
+        self.singles = SingleSchedules(self.clock, self.ids, self.limits, self.telemetry, batcher)
 
     # ----------------------------------------------------------------- lifecycle
     @property
@@ -225,16 +226,7 @@ class TimerService:
 
     # ----------------------------------------------------------------- timers
     async def schedule_one(self, req: TimerRequest) -> tuple[ScheduleResult, NewTimer]:
-        now_ms = self.clock.now_ms()
-        timer_id = req.id if req.id is not None else self.ids.make(now_ms)[0]
-        started = time.perf_counter()
-        timer = to_new_timer(req, now_ms, timer_id, self.limits)
-        try:
-            result = await self._singles.schedule(timer, now_ms)
-        except ConflictError as exc:
-            raise _as_single(exc) from None
-        self.telemetry.scheduled(1, int(result.replaced), "one", _since(started))
-        return result, timer
+        return await self.singles.schedule(req)
 
     async def schedule_many(
         self, reqs: Sequence[TimerRequest | None], problems: Sequence[Problem] = ()
@@ -402,10 +394,3 @@ class TimerService:
 
 def _since(started: float) -> float:
     return time.perf_counter() - started
-
-
-def _as_single(exc: ConflictError) -> ConflictError:
-    """The store names a conflicting item by its index in the call (``timers[0]``); a
-    single-timer request has no ``timers``: name its ``id``."""
-    message = exc.message.removeprefix("timers[0]: ")
-    return ConflictError(message, state=exc.state, field="id")

@@ -57,13 +57,18 @@ class WriteBatcher:
 
     async def schedule(self, timer: NewTimer, now_ms: int) -> ScheduleResult:
         """The timer's result once the store call holding it returned, or its error."""
+        return await self.submit(timer, now_ms)
+
+    def submit(self, timer: NewTimer, now_ms: int) -> asyncio.Future[ScheduleResult]:
+        """Queue the timer for the next group (on the event loop); the future of its result,
+        done once the store call holding it returned (a callback can wait for it, no task)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[ScheduleResult] = loop.create_future()
         self._waiting.append((timer, now_ms, future))
         if not self._writing and not self._flush_soon:
             self._flush_soon = True
             loop.call_soon(self._start_group)
-        return await future
+        return future
 
     def _start_group(self) -> None:
         self._flush_soon = False

@@ -9,7 +9,10 @@ in): ``bench`` sits beside ``api`` and may not import it.
 group commit and a real RocksDB store in a temporary directory) with one pre-built scope
 and body each time, as uvicorn would after parsing. What is left between this figure and
 ``bench.http_load --single``'s server-CPU rate is the HTTP layer (uvicorn's protocol,
-the transport, the socket calls). cProfile slows the Python it counts several times, so
+the transport, the socket calls). Since 27 Nov the server answers the plain request in
+its HTTP protocol without ASGI (``api.http_protocol``), so this measures the ASGI route
+that answers every other single schedule (``api.hot_routes.HotRoutes``), not the path of
+the plain one. cProfile slows the Python it counts several times, so
 its table is where the time goes, not how much there is (docs/perf.md).
 """
 

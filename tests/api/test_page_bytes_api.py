@@ -10,7 +10,7 @@ from collections.abc import Callable
 import httpx
 
 from tests.api.helpers import ThreadServer
-from tests.sinks.receiver import wait_for
+from tests.waiting import wait_for
 
 KIB = 1024
 PAGE_BYTES = 8 * KIB

@@ -139,8 +139,9 @@ def test_routes_survive_sigkill(tmp_path, store):
 
 
 def test_a_route_set_over_rest_delivers_to_a_real_receiver(live_factory):
-    from tests.sinks.receiver import Receiver, wait_for
+    from tests.sinks.receiver import Receiver
     from tests.sinks.sink_settings import LOADED_MACHINE_TIMEOUT_MS
+    from tests.waiting import wait_for
 
     receiver = Receiver("rest-secret")
     url = receiver.start()

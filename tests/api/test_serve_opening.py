@@ -24,7 +24,7 @@ import pytest
 
 from api.server import EXIT_STORE_UNAVAILABLE
 from tests.api.helpers import ROOT, free_port, make_settings
-from tests.sinks.receiver import wait_for
+from tests.waiting import wait_for
 
 SHAPE_OF_DEFAULTS = b'{"precision_ms": %d, "slots": %d}'
 

@@ -17,7 +17,8 @@ from app.engine.sinks import CallbackSink, Outcome, Settled
 from storage.protocol import LOG_SINK, NewTimer, TimerState
 from storage.rocks import RocksSettings, RocksTimerStore
 from tests.app.webhook_engine import webhook_engine
-from tests.sinks.receiver import Receiver, wait_for
+from tests.sinks.receiver import Receiver
+from tests.waiting import wait_for
 
 NOW = 1_700_000_000_000
 

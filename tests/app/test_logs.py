@@ -21,7 +21,8 @@ from app.logs import configure_logging
 from storage.protocol import LOG_SINK, NewTimer
 from storage.rocks import RocksSettings, RocksTimerStore
 from tests.app.webhook_engine import webhook_engine
-from tests.sinks.receiver import Receiver, wait_for
+from tests.sinks.receiver import Receiver
+from tests.waiting import wait_for
 
 
 def _lines(stream: io.StringIO) -> list[dict]:

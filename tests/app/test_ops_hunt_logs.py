@@ -25,7 +25,8 @@ from app.housekeeping import Housekeeper
 from app.logs import FLOOD_LINES_PER_S, FloodLimit, configure_logging
 from storage.protocol import NewTimer
 from tests.app.webhook_engine import webhook_engine
-from tests.sinks.receiver import Receiver, wait_for
+from tests.sinks.receiver import Receiver
+from tests.waiting import wait_for
 
 TIMERS = 400
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from bench.sizes import TINY
 from bench.systems import BenchTimer, Skip, SystemSpec, select_specs
 from bench.systems.peer import PeerSystem
 from bench.systems.redis_zset import BATCH as POLL_BATCH
+from tests.waiting import wait_for
 
 PEERS = ["nats-r1", "redis-everysec", "redis-always", "postgres"]
 SLOW_PEERS = ["nats-r3"]  # three nodes and a raft election per start
@@ -56,15 +56,6 @@ def peer(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PeerSystem]
         system.close()
 
 
-def wait_for(done: Callable[[], bool], timeout_s: float = WAIT_S) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def batch(prefix: str, n: int, due_ms: int) -> list[BenchTimer]:
     return [BenchTimer(f"{prefix}{i}", due_ms, b"x" * 100) for i in range(n)]
 
@@ -74,10 +65,10 @@ def test_every_timer_is_delivered_once_and_none_early(peer: PeerSystem) -> None:
     peer.schedule(batch("d", 300, t + 300), t)
     assert peer.pending() == 300
     peer.start()
-    assert wait_for(lambda: peer.delivered() >= 300)
+    wait_for(lambda: peer.delivered() >= 300, WAIT_S, "peer.delivered() >= 300")
     assert peer.delivered_ids() == {f"d{i}" for i in range(300)}
     assert peer.lateness()["early"] == 0
-    assert wait_for(lambda: peer.pending() == 0)
+    wait_for(lambda: peer.pending() == 0, WAIT_S, "peer.pending() == 0")
     assert peer.delivered() == 300  # nothing twice
 
 
@@ -88,9 +79,9 @@ def test_cancel_tells_the_truth_before_and_after_delivery(peer: PeerSystem) -> N
     peer.schedule(batch("c", 100, t + 2000), t)
     assert peer.cancel([f"c{i}" for i in range(0, 100, 2)] + ["never-scheduled"]) == 50
     peer.start()
-    assert wait_for(lambda: peer.delivered() >= 50)
+    wait_for(lambda: peer.delivered() >= 50, WAIT_S, "peer.delivered() >= 50")
     kept = {f"c{i}" for i in range(1, 100, 2)}
-    assert wait_for(lambda: peer.pending() == 0)
+    wait_for(lambda: peer.pending() == 0, WAIT_S, "peer.pending() == 0")
     assert peer.delivered_ids() == kept
     assert peer.cancel(sorted(kept)) == 0
 

@@ -15,7 +15,7 @@ import pytest
 
 from client import AsyncTimerStoreClient, MessagePage, TimerStoreClient, spec
 from tests.api.helpers import ThreadServer, make_settings
-from tests.sinks.receiver import wait_for
+from tests.waiting import wait_for
 
 POLLS = 100  # httpx's default pool: this many long-polls held every connection of it
 

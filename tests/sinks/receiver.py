@@ -123,12 +123,3 @@ class Receiver:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(10)
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 60, what: str = "") -> None:
-    """Poll ``condition`` until it holds (bounded); fail naming ``what`` otherwise."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or condition}")
-        time.sleep(0.02)

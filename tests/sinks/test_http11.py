@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from storage.protocol import NewTimer
-from tests.sinks.receiver import wait_for
+from tests.waiting import wait_for
 
 NO_CONTENT = b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"
 CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from storage.protocol import NewTimer, TimerState
-from tests.sinks.receiver import wait_for
+from tests.waiting import wait_for
 
 
 def now_ms() -> int:

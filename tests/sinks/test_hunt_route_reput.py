@@ -9,8 +9,8 @@ from app.engine.routing_sink import RoutingSink
 from app.routing import LOG_ROUTE, Route, RouteTable, SinkSettings, check_route
 from storage.protocol import NewTimer
 from tests.sinks.conftest import FAST, SENDERS
-from tests.sinks.receiver import wait_for
 from tests.sinks.sink_settings import sink_settings
+from tests.waiting import wait_for
 
 T0 = 1_700_000_000_000
 

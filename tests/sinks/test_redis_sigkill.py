@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.api.helpers import ServerProcess
-from tests.sinks.receiver import wait_for
+from tests.waiting import wait_for
 
 N = 6000
 

@@ -8,8 +8,8 @@ import time
 from collections import Counter
 
 from storage.protocol import NewTimer, TimerState
-from tests.sinks.receiver import wait_for
 from tests.sinks.redis_server import free_port
+from tests.waiting import wait_for
 
 
 def now_ms() -> int:

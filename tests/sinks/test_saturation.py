@@ -13,8 +13,8 @@ from app.routing import Route, RouteTable, check_route
 from storage.protocol import DueTimer, NewTimer
 from storage.rocks import RocksSettings, RocksTimerStore
 from tests.sinks.conftest import SENDERS
-from tests.sinks.receiver import wait_for
 from tests.sinks.sink_settings import sink_settings
+from tests.waiting import wait_for
 
 
 class _CountsDeferrals(RocksTimerStore):

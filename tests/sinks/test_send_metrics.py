@@ -11,8 +11,8 @@ import time
 
 from app.telemetry import Telemetry
 from storage.protocol import NewTimer
-from tests.sinks.receiver import wait_for
 from tests.sinks.redis_server import free_port
+from tests.waiting import wait_for
 
 METRIC = "timerstore_sink_send_seconds"
 

@@ -20,8 +20,8 @@ from app.telemetry import Telemetry
 from storage.errors import InvalidInputError
 from storage.protocol import DueTimer, NewTimer, TimerState
 from tests.sinks.conftest import FAST, SENDERS
-from tests.sinks.receiver import wait_for
 from tests.sinks.sink_settings import sink_settings
+from tests.waiting import wait_for
 
 FAST_SINKS = sink_settings()
 

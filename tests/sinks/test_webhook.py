@@ -8,8 +8,8 @@ import hmac
 import time
 
 from storage.protocol import LOG_SINK, NewTimer, TimerState
-from tests.sinks.receiver import wait_for
 from tests.sinks.sink_settings import sink_settings
+from tests.waiting import wait_for
 
 
 def now_ms() -> int:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from storage.protocol import NewTimer, TimerState
-from tests.sinks.receiver import wait_for
+from tests.waiting import wait_for
 
 MIB = 1 << 20
 HUGE_BODY_MIB = 256
