@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import itertools
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -23,12 +22,12 @@ from typing import Any
 
 import httpx
 
+from bench.cluster_nodes import running, write_result
 from cluster.natsd import NatsCluster, free_port
 from cluster.node_process import NodeProcess
 
 TOPICS = 64
 RETRY_LIMIT = 100
-RESULTS_DIR = "bench/results"
 
 
 def bodies(batches: int, per_batch: int, due_ms: int) -> list[bytes]:
@@ -85,16 +84,9 @@ def pending_seen(url: str) -> int:
 def run_nodes(nodes: list[NodeProcess], payloads: list[bytes], concurrency: int) -> dict[str, Any]:
     """Post every body to ``nodes``; the figures, and the pending count the last node sees
     afterwards (every acknowledged timer must be there)."""
-    try:
-        for node in nodes:
-            node.start()
-        for node in nodes:
-            node.wait_ready()
+    with running(nodes):
         seconds, resent = asyncio.run(post_all([n.url for n in nodes], payloads, concurrency))
         pending = pending_seen(nodes[-1].url)
-    finally:
-        for node in nodes:
-            node.stop()
     return {"seconds": seconds, "resent": resent, "pending": pending}
 
 
@@ -137,12 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     lost = [k for k in ("single", "cluster") if result[k]["pending"] != result["timers"]]
     if lost:
         print(f"NOT every acknowledged timer is pending on: {', '.join(lost)}")
-    os.makedirs(RESULTS_DIR, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    path = os.path.join(RESULTS_DIR, f"cluster_batch-{stamp}.json")
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {path}")
+    print(f"wrote {write_result('cluster_batch', result)}")
 
 
 if __name__ == "__main__":

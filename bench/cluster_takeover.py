@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.cluster_nodes import running
 from cluster.natsd import NatsCluster, free_port
 from cluster.node_process import NodeProcess
 
@@ -112,15 +113,8 @@ def main(argv: list[str] | None = None) -> None:
         nodes = [
             NodeProcess(f"n{i}", free_port(), Path(root) / f"n{i}", servers.urls) for i in range(3)
         ]
-        try:
-            for node in nodes:
-                node.start()
-            for node in nodes:
-                node.wait_ready()
+        with running(nodes):
             results = [one_round(nodes) for _ in range(args.rounds)]
-        finally:
-            for node in nodes:
-                node.stop()
     for i, (takeover, delivered) in enumerate(results):
         print(f"round {i}: takeover {takeover:.2f} s, victim's timers delivered {delivered:.2f} s")
     print(

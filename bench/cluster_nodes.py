@@ -1,0 +1,58 @@
+"""What the cluster benchmarks share: running a set of nodes for the length of a block,
+reading a topic log through the REST API, and writing a result file."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+from cluster.node_process import NodeProcess
+
+RESULTS_DIR = "bench/results"
+PAGE = 1000  # the API's largest page (limits.max_page_limit)
+
+
+@contextmanager
+def running(nodes: Sequence[NodeProcess]) -> Iterator[Sequence[NodeProcess]]:
+    """Every node started and ready for the block; every one stopped after it (also when
+    a start or the block fails)."""
+    try:
+        for node in nodes:
+            node.start()
+        for node in nodes:
+            node.wait_ready()
+        yield nodes
+    finally:
+        for node in nodes:
+            node.request_stop()
+        for node in nodes:
+            node.wait_stopped()
+
+
+def read_log(http: httpx.Client, url: str, topic: str) -> list[dict[str, Any]]:
+    """Every message of the topic's log from offset 0, page by page (none if refused)."""
+    messages: list[dict[str, Any]] = []
+    while True:
+        r = http.get(
+            f"{url}/v1/topics/{topic}/messages", params={"offset": len(messages), "limit": PAGE}
+        )
+        page = r.json()["messages"] if r.status_code == 200 else []
+        if not page:
+            return messages
+        messages += page
+
+
+def write_result(name: str, result: dict[str, Any]) -> str:
+    """``bench/results/<name>-<UTC stamp>.json``; its path."""
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = os.path.join(RESULTS_DIR, f"{name}-{stamp}.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    return path
