@@ -16,6 +16,8 @@ from cluster.node_process import NodeProcess
 
 RESULTS_DIR = "bench/results"
 PAGE = 1000  # the API's largest page (limits.max_page_limit)
+REFUSALS = 50
+REFUSED_PAUSE_S = 0.2
 
 
 @contextmanager
@@ -36,12 +38,18 @@ def running(nodes: Sequence[NodeProcess]) -> Iterator[Sequence[NodeProcess]]:
 
 
 def read_log(http: httpx.Client, url: str, topic: str) -> list[dict[str, Any]]:
-    """Every message of the topic's log from offset 0, page by page (none if refused)."""
+    """Every message of the topic's log from offset 0, page by page. A refused page (a 503
+    while the partition moves) is asked again up to REFUSALS times, then taken as the end."""
     messages: list[dict[str, Any]] = []
+    refused = 0
     while True:
         r = http.get(
             f"{url}/v1/topics/{topic}/messages", params={"offset": len(messages), "limit": PAGE}
         )
+        if r.status_code != 200 and refused < REFUSALS:
+            refused += 1
+            time.sleep(REFUSED_PAUSE_S)
+            continue
         page = r.json()["messages"] if r.status_code == 200 else []
         if not page:
             return messages
