@@ -75,7 +75,29 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--port", type=int, help="port (default 8080)")
     parser.add_argument("--data-dir", dest="data_dir", help="data directory (default ./data)")
     parser.add_argument("--store", choices=("rocks", "wheel"), help="store (default rocks)")
+    register_cluster_flags(parser)
     parser.set_defaults(handler=run)
+
+
+def register_cluster_flags(parser: argparse.ArgumentParser) -> None:
+    """The ``cluster`` section's settings as flags (``CLUSTER_FLAGS``), over its variables."""
+    default = Settings().cluster
+    group = parser.add_argument_group(
+        "cluster", "join a cluster on NATS JetStream (docs/cluster.md); as TIMERSTORE_CLUSTER__*"
+    )
+    group.add_argument(
+        "--nats-urls", help="comma-separated nats://host:port (default none: a single node)"
+    )
+    group.add_argument("--node-id", help="this node's id, unique in the cluster")
+    group.add_argument("--advertise-url", help="this node's base URL, shown in /v1/cluster")
+    group.add_argument("--partitions", type=int, help=f"partitions (default {default.partitions})")
+    group.add_argument(
+        "--replicas", type=int, help=f"JetStream replicas: 1, 3 or 5 (default {default.replicas})"
+    )
+    group.add_argument("--lease-ms", type=int, help=f"partition lease (default {default.lease_ms})")
+
+
+CLUSTER_FLAGS = ("nats_urls", "node_id", "advertise_url", "partitions", "replicas", "lease_ms")
 
 
 class GracefulServer(uvicorn.Server):
@@ -336,6 +358,7 @@ def run(args: argparse.Namespace) -> int:
         "port": args.port,
         "data_dir": args.data_dir,
         "store": args.store,
+        "cluster": {name: getattr(args, name) for name in CLUSTER_FLAGS},
     }
     try:
         settings = load_settings(overrides=overrides)

@@ -193,8 +193,7 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
         name = key[len(ENV_PREFIX) :].lower()
         section, _, field = name.partition(SECTION_SEPARATOR)
         if field and field in sections.get(section, ()):
-            value: Any = _split_list(raw) if field.endswith("_urls") else raw
-            values.setdefault(section, {})[field] = value
+            values.setdefault(section, {})[field] = _section_value(field, raw)
         elif not field and name in top_level:
             values[name] = _split_keys(key, raw) if name.endswith("_keys") else raw
         else:
@@ -223,7 +222,7 @@ def load_settings(
     """Merge defaults, environment and flags into one validated Settings, or ConfigError."""
     environ = os.environ if environ is None else environ
     values = _from_env(environ)
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    _merge_flags(values, overrides or {})
     try:
         return msgspec.convert(values, Settings, strict=False)
     except msgspec.ValidationError as exc:
@@ -239,6 +238,18 @@ def load_settings(
         else:
             text = f"{message} ({env_name})"
         raise ConfigError(text, field=field) from None
+
+
+def _merge_flags(values: dict[str, Any], overrides: Mapping[str, Any]) -> None:
+    """Flags over variables: a flag not given (None) leaves the variable; a section's flags
+    (a dict) go over that section's variables field by field."""
+    for key, value in overrides.items():
+        if isinstance(value, dict):
+            fields = {k: _section_value(k, v) for k, v in value.items() if v is not None}
+            if fields:
+                values[key] = {**values.get(key, {}), **fields}
+        elif value is not None:
+            values[key] = value
 
 
 def _env_name(field: str) -> str:
@@ -261,6 +272,11 @@ def _split_list(raw: str) -> list[str]:
     """A comma-separated list (``TIMERSTORE_CLUSTER__NATS_URLS=nats://a:4222,nats://b:4222``);
     empty means none (for the NATS URLs: a single node)."""
     return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def _section_value(field: str, raw: Any) -> Any:
+    """A section field from the environment or a flag: ``*_urls`` is comma-separated."""
+    return _split_list(raw) if field.endswith("_urls") and isinstance(raw, str) else raw
 
 
 def _field_of(exc: msgspec.ValidationError) -> str | None:

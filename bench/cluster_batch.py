@@ -15,20 +15,25 @@ import argparse
 import asyncio
 import itertools
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from cluster.natsd import NatsCluster, free_port
+from bench.cluster_nodes import (
+    cluster_nodes,
+    measured,
+    running,
+    side_by_side,
+    single_node,
+    write_result,
+)
+from cluster.natsd import NatsCluster
 from cluster.node_process import NodeProcess
 
 TOPICS = 64
 RETRY_LIMIT = 100
-RESULTS_DIR = "bench/results"
 
 
 def bodies(batches: int, per_batch: int, due_ms: int) -> list[bytes]:
@@ -85,16 +90,9 @@ def pending_seen(url: str) -> int:
 def run_nodes(nodes: list[NodeProcess], payloads: list[bytes], concurrency: int) -> dict[str, Any]:
     """Post every body to ``nodes``; the figures, and the pending count the last node sees
     afterwards (every acknowledged timer must be there)."""
-    try:
-        for node in nodes:
-            node.start()
-        for node in nodes:
-            node.wait_ready()
+    with running(nodes):
         seconds, resent = asyncio.run(post_all([n.url for n in nodes], payloads, concurrency))
         pending = pending_seen(nodes[-1].url)
-    finally:
-        for node in nodes:
-            node.stop()
     return {"seconds": seconds, "resent": resent, "pending": pending}
 
 
@@ -102,32 +100,20 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     due_ms = int(time.time() * 1000) + 3_600_000
     payloads = bodies(args.batches, args.per_batch, due_ms)
     timers = args.batches * args.per_batch
-    single = run_nodes(
-        [NodeProcess("single", free_port(), root / "single", [])], payloads, args.concurrency
-    )
+    single = run_nodes(single_node(root), payloads, args.concurrency)
     with NatsCluster(root / "nats") as servers:
-        nodes = [NodeProcess(f"n{i}", free_port(), root / f"n{i}", servers.urls) for i in range(3)]
+        nodes = cluster_nodes(root, servers.urls)
         cluster = run_nodes(nodes, payloads, args.concurrency)
     single["timers_per_s"] = timers / single["seconds"]
     cluster["timers_per_s"] = timers / cluster["seconds"]
     return {
-        "timers": timers,
-        "per_batch": args.per_batch,
-        "concurrency": args.concurrency,
-        "single": single,
-        "cluster": cluster,
+        **side_by_side(timers, args, single, cluster),
         "ratio": cluster["timers_per_s"] / single["timers_per_s"],
     }
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batches", type=int, default=300)
-    parser.add_argument("--per-batch", type=int, default=1000)
-    parser.add_argument("--concurrency", type=int, default=6)
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as root:
-        result = measure(Path(root), args)
+    result = measured(__doc__, measure, argv, ("--batches", 300))
     print(f"single node: {result['single']['timers_per_s']:,.0f} timers/s")
     print(
         f"cluster of 3: {result['cluster']['timers_per_s']:,.0f} timers/s "
@@ -137,12 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     lost = [k for k in ("single", "cluster") if result[k]["pending"] != result["timers"]]
     if lost:
         print(f"NOT every acknowledged timer is pending on: {', '.join(lost)}")
-    os.makedirs(RESULTS_DIR, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    path = os.path.join(RESULTS_DIR, f"cluster_batch-{stamp}.json")
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {path}")
+    print(f"wrote {write_result('cluster_batch', result)}")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import httpx
 import msgspec
 
 from bench.cluster_history import INDETERMINATE, History, Operation, check, must_deliver
+from bench.cluster_nodes import read_log
 from cluster.natsd import NatsCluster, free_port
 from cluster.node_process import NodeProcess
 
@@ -167,21 +168,8 @@ class FaultRun:
 
 
 def read_logs(url: str) -> dict[str, list[dict[str, Any]]]:
-    logs: dict[str, list[dict[str, Any]]] = {}
     with httpx.Client(timeout=30) as http:
-        for topic in TOPICS:
-            messages: list[dict[str, Any]] = []
-            while True:
-                r = http.get(
-                    f"{url}/v1/topics/{topic}/messages",
-                    params={"offset": len(messages), "limit": 1000},
-                )
-                page = r.json()["messages"] if r.status_code == 200 else []
-                if not page:
-                    break
-                messages += page
-            logs[topic] = messages
-    return logs
+        return {topic: read_log(http, url, topic) for topic in TOPICS}
 
 
 def fault_run(

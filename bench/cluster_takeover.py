@@ -20,7 +20,8 @@ from pathlib import Path
 
 import httpx
 
-from cluster.natsd import NatsCluster, free_port
+from bench.cluster_nodes import cluster_nodes, running
+from cluster.natsd import NatsCluster
 from cluster.node_process import NodeProcess
 
 TOPICS = [f"k-{i}" for i in range(96)]
@@ -109,18 +110,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as root, NatsCluster(Path(root) / "nats") as servers:
-        nodes = [
-            NodeProcess(f"n{i}", free_port(), Path(root) / f"n{i}", servers.urls) for i in range(3)
-        ]
-        try:
-            for node in nodes:
-                node.start()
-            for node in nodes:
-                node.wait_ready()
+        nodes = cluster_nodes(Path(root), servers.urls)
+        with running(nodes):
             results = [one_round(nodes) for _ in range(args.rounds)]
-        finally:
-            for node in nodes:
-                node.stop()
     for i, (takeover, delivered) in enumerate(results):
         print(f"round {i}: takeover {takeover:.2f} s, victim's timers delivered {delivered:.2f} s")
     print(

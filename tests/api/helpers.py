@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +96,12 @@ def free_port() -> int:
 class ServerProcess:
     """``timerstore serve`` as a subprocess (for signals)."""
 
-    def __init__(self, data_dir: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, env: Mapping[str, str] | None = None, flags: Sequence[str] = ()
+    ) -> None:
         self.data_dir = data_dir
         self.env = dict(env or {})
+        self.flags = list(flags)
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
         self.log_path = data_dir.parent / f"{data_dir.name}-server.log"
@@ -108,7 +111,7 @@ class ServerProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TIMERSTORE_")}
         env.update(self.env)
         cmd = [sys.executable, "-m", "timerstore", "serve", "--port", str(port)]
-        cmd += ["--data-dir", str(self.data_dir)]
+        cmd += ["--data-dir", str(self.data_dir), *self.flags]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 cmd, cwd=ROOT, env=env, stdout=log, stderr=log, preexec_fn=_default_sigint

@@ -8,14 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
-from api.server import EXIT_CANNOT_LISTEN, EXIT_STORE_UNAVAILABLE
+from api.server import EXIT_BAD_SETTINGS, EXIT_CANNOT_LISTEN, EXIT_STORE_UNAVAILABLE
 from app.config import load_settings
 from storage.protocol import NewTimer
 from storage.rocks import RocksTimerStore
 from storage.wheel import WheelTimerStore
-from tests.api.helpers import ROOT, free_port
+from tests.api.helpers import ROOT, ServerProcess, free_port
 
 
 def test_serve_help_lists_the_flags() -> None:
@@ -27,8 +28,41 @@ def test_serve_help_lists_the_flags() -> None:
         timeout=60,
         check=True,
     ).stdout
-    for flag in ("--host", "--port", "--data-dir", "--store"):
+    for flag in ("--host", "--port", "--data-dir", "--store", *CLUSTER_FLAGS):
         assert flag in out
+
+
+CLUSTER_FLAGS = (
+    "--nats-urls",
+    "--node-id",
+    "--advertise-url",
+    "--partitions",
+    "--replicas",
+    "--lease-ms",
+)
+
+
+def test_cluster_flags_reach_the_settings_over_the_variables(tmp_path: Path) -> None:
+    """A single node shows its cluster settings in GET /v1/cluster: the flags win over the
+    variables, field by field."""
+    env = {"TIMERSTORE_CLUSTER__NODE_ID": "from-env", "TIMERSTORE_CLUSTER__PARTITIONS": "4"}
+    flags = ["--node-id", "from-flag", "--advertise-url", "http://node.example:9"]
+    server = ServerProcess(tmp_path / "data", env, [*flags, "--partitions", "8"])
+    try:
+        view = httpx.get(server.start() + "/v1/cluster", timeout=10).json()
+    finally:
+        server.kill()
+    assert view["node_id"] == "from-flag"
+    assert view["partitions"] == 8 and len(view["owners"]) == 8
+    assert view["nodes"] == [
+        {"node_id": "from-flag", "url": "http://node.example:9", "alive": True}
+    ]
+
+
+def test_a_bad_cluster_flag_is_one_line_naming_the_setting(tmp_path: Path) -> None:
+    done = _serve_once(tmp_path / "data", "--replicas", "2")
+    assert done.returncode == EXIT_BAD_SETTINGS, done.stderr
+    assert done.stderr.strip() == "timerstore serve: cluster.replicas must be 1, 3 or 5"
 
 
 def _serve_once(

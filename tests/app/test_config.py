@@ -148,3 +148,18 @@ def test_index_and_filter_blocks_in_the_cache_is_a_rocks_setting() -> None:
     environ = {"TIMERSTORE_ROCKS__CACHE_INDEX_AND_FILTER_BLOCKS": "true"}
     assert load_settings(environ=environ).rocks_settings().cache_index_and_filter_blocks
     assert not load_settings(environ={}).rocks_settings().cache_index_and_filter_blocks
+
+
+def test_a_sections_flags_go_over_its_variables_field_by_field() -> None:
+    environ = {"TIMERSTORE_CLUSTER__NODE_ID": "from-env", "TIMERSTORE_CLUSTER__LEASE_MS": "7000"}
+    flags = {"nats_urls": "nats://a:4222, nats://b:4222", "node_id": "n1", "lease_ms": None}
+    cluster = load_settings(environ=environ, overrides={"cluster": flags}).cluster
+    assert cluster.nats_urls == ("nats://a:4222", "nats://b:4222")
+    assert cluster.node_id == "n1"  # the flag over the variable
+    assert cluster.lease_ms == 7000  # a flag not given leaves the variable
+    assert cluster.partitions == 16  # neither: the default
+
+
+def test_a_bad_cluster_flag_is_a_config_error_naming_the_setting() -> None:
+    with pytest.raises(ConfigError, match=r"cluster\.replicas must be 1, 3 or 5"):
+        load_settings(environ={}, overrides={"cluster": {"replicas": 2}})

@@ -1,0 +1,111 @@
+"""What the cluster benchmarks share: running a set of nodes for the length of a block,
+reading a topic log through the REST API, and writing a result file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from cluster.natsd import free_port
+from cluster.node_process import NodeProcess
+
+RESULTS_DIR = "bench/results"
+PAGE = 1000  # the API's largest page (limits.max_page_limit)
+REFUSALS = 50
+REFUSED_PAUSE_S = 0.2
+
+
+def single_node(root: Path) -> list[NodeProcess]:
+    """One node without NATS (a single node), under ``root/single``."""
+    return [NodeProcess("single", free_port(), root / "single", [])]
+
+
+def cluster_nodes(root: Path, nats_urls: Sequence[str], count: int = 3) -> list[NodeProcess]:
+    """Nodes ``n0``, ``n1``, ... of a cluster on ``nats_urls``, under ``root/n<i>``."""
+    return [NodeProcess(f"n{i}", free_port(), root / f"n{i}", nats_urls) for i in range(count)]
+
+
+@contextmanager
+def running(nodes: Sequence[NodeProcess]) -> Iterator[Sequence[NodeProcess]]:
+    """Every node started and ready for the block; every one stopped after it (also when
+    a start or the block fails)."""
+    try:
+        for node in nodes:
+            node.start()
+        for node in nodes:
+            node.wait_ready()
+        yield nodes
+    finally:
+        for node in nodes:
+            node.request_stop()
+        for node in nodes:
+            node.wait_stopped()
+
+
+def read_log(http: httpx.Client, url: str, topic: str) -> list[dict[str, Any]]:
+    """Every message of the topic's log from offset 0, page by page. A refused page (a 503
+    while the partition moves) is asked again up to REFUSALS times, then taken as the end."""
+    messages: list[dict[str, Any]] = []
+    refused = 0
+    while True:
+        r = http.get(
+            f"{url}/v1/topics/{topic}/messages", params={"offset": len(messages), "limit": PAGE}
+        )
+        if r.status_code != 200 and refused < REFUSALS:
+            refused += 1
+            time.sleep(REFUSED_PAUSE_S)
+            continue
+        page = r.json()["messages"] if r.status_code == 200 else []
+        if not page:
+            return messages
+        messages += page
+
+
+def write_result(name: str, result: dict[str, Any]) -> str:
+    """``bench/results/<name>-<UTC stamp>.json``; its path."""
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = os.path.join(RESULTS_DIR, f"{name}-{stamp}.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    return path
+
+
+def measured(
+    doc: str,
+    measure: Callable[[Path, argparse.Namespace], dict[str, Any]],
+    argv: list[str] | None,
+    size: tuple[str, int],
+) -> dict[str, Any]:
+    """The command line of a cluster benchmark of bodies of timers (``size``: its option
+    for how many, and the default; ``--per-batch``, ``--concurrency``), measured in a
+    temporary directory."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument(size[0], type=int, default=size[1])
+    parser.add_argument("--per-batch", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=6)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as root:
+        return measure(Path(root), args)
+
+
+def side_by_side(
+    timers: int, args: argparse.Namespace, single: dict[str, Any], cluster: dict[str, Any]
+) -> dict[str, Any]:
+    """The head of a result file: the size, the client's settings, and both sides' figures."""
+    return {
+        "timers": timers,
+        "per_batch": args.per_batch,
+        "concurrency": args.concurrency,
+        "single": single,
+        "cluster": cluster,
+    }
