@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import random
 import tempfile
 import threading
@@ -28,7 +27,7 @@ import httpx
 import msgspec
 
 from bench.cluster_history import INDETERMINATE, History, Operation, check, must_deliver
-from bench.cluster_nodes import read_log
+from bench.cluster_nodes import read_log, write_result
 from cluster.natsd import NatsCluster, free_port
 from cluster.node_process import NodeProcess
 
@@ -36,7 +35,6 @@ TOPICS = [f"f-{i}" for i in range(8)]
 CLIENTS = 3
 REQUEST_TIMEOUT_S = 5.0
 DRAIN_TIMEOUT_S = 180.0
-RESULTS_DIR = "bench/results"
 
 
 def now_ms() -> int:
@@ -202,18 +200,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{len(operations)} operations, {len(run.faults)} faults: {', '.join(run.faults)}")
     print(msgspec.json.encode(dict(sorted(statuses.items()))).decode())
     print(f"{len(problems)} problems" + "".join(f"\n  {p}" for p in problems[:50]))
-    result = {"seed": args.seed, "faults": run.faults, "problems": problems}
-    print(f"wrote {write_result(result | {'operations': operations})}")
-
-
-def write_result(result: dict[str, Any]) -> str:
-    """The run's history and verdict as JSON under bench/results (to study a failure)."""
-    os.makedirs(RESULTS_DIR, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    path = os.path.join(RESULTS_DIR, f"cluster_faults-{stamp}.json")
-    with open(path, "wb") as f:
-        f.write(msgspec.json.encode(result))
-    return path
+    history = msgspec.to_builtins(operations)  # to study a failure
+    result = {"seed": args.seed, "faults": run.faults, "problems": problems, "history": history}
+    print(f"wrote {write_result('cluster_faults', result)}")
 
 
 if __name__ == "__main__":

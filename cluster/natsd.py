@@ -28,6 +28,12 @@ CLUSTER_NAME = "timerstore"
 READY_TIMEOUT_S = 60.0  # a loaded 2-core machine can take a while to elect
 POLL_S = 0.05
 STOP_TIMEOUT_S = 10.0
+START_TRIES = 3  # each with new ports
+
+
+class ServerExitedError(StoreOpenError):
+    """A server ended before it was ready (most often: a port picked free was taken by
+    another process before the server bound it)."""
 
 
 def nats_server_binary() -> Path:
@@ -91,15 +97,21 @@ class NatsCluster:
         self.root_dir = Path(root_dir)
         self.root_dir.mkdir(parents=True, exist_ok=True)
         self.binary = nats_server_binary()
-        self.ports = [ServerPorts() for _ in range(nodes)]
         self.processes: list[subprocess.Popen[bytes] | None] = [None] * nodes
-        try:
-            for index in range(nodes):
-                self._spawn(index)
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in range(START_TRIES):
+            self.ports = [ServerPorts() for _ in range(nodes)]
+            try:
+                for index in range(nodes):
+                    self._spawn(index)
+                self.wait_ready()
+                return
+            except ServerExitedError:
+                self.stop()  # a port taken between its pick and the bind: new ports
+                if attempt == START_TRIES - 1:
+                    raise
+            except BaseException:
+                self.stop()
+                raise
 
     @property
     def urls(self) -> list[str]:
@@ -176,7 +188,7 @@ class NatsCluster:
             index = pending[0]
             process = self.processes[index]
             if process is None or process.poll() is not None:
-                raise StoreOpenError(f"nats-server {index} exited; see {self.log_path(index)}")
+                raise ServerExitedError(f"nats-server {index} exited; see {self.log_path(index)}")
             if self._has_meta_leader(index):
                 pending.pop(0)
                 continue

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import time
+from pathlib import Path
 
 import nats
 import pytest
 from nats.js.api import StorageType, StreamConfig
 from nats.js.errors import NoStreamResponseError
 
+from cluster import natsd
 from cluster.natsd import NatsCluster
 from storage.errors import StoreOpenError
 
@@ -88,3 +91,19 @@ def test_a_server_that_cannot_start_stops_the_others(tmp_path) -> None:
     with pytest.raises(StoreOpenError) as caught:
         NatsCluster(tmp_path / "nats", nodes=3)
     assert "nats-server" in str(caught.value)
+
+
+def test_a_port_taken_between_its_pick_and_the_bind_gets_new_ports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race another process can win: the first pick is a port that is in use by the
+    time the server binds it; the server exits, and the cluster starts again on new ports."""
+    real_free_port = natsd.free_port
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        picks = iter([taken.getsockname()[1]])
+        monkeypatch.setattr(natsd, "free_port", lambda: next(picks, None) or real_free_port())
+        with NatsCluster(tmp_path / "nats", nodes=1) as servers:
+            assert servers.ports[0].client != taken.getsockname()[1]
+            assert servers.pid(0) is not None
