@@ -19,7 +19,8 @@ from app.topics import TopicOrder
 from storage.names import NAME_MAX_BYTES, NAME_PATTERN
 from storage.rules import MAX_TIME_MS
 
-# A cursor is standard base64url with padding: the position after which a listing goes on.
+# A cursor is standard base64url with padding: the position after which a listing goes on,
+# with a check (storage.cursors), so one the server did not issue is a 422.
 CURSOR_PATTERN = "^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2}==|[A-Za-z0-9_-]{3}=)?$"
 CURSOR_MAX_LENGTH = 1024
 _NAME = {"pattern": NAME_PATTERN, "min_length": 1, "max_length": NAME_MAX_BYTES}
@@ -50,7 +51,8 @@ Cursor = Annotated[
         pattern=CURSOR_PATTERN,
         min_length=4,
         max_length=CURSOR_MAX_LENGTH,
-        description="next_cursor of the previous page (any well-formed cursor is a position)",
+        description="next_cursor of the previous page, as given (a cursor the server did "
+        "not issue is a 422)",
     ),
 ]
 TopicOrderParam = Annotated[

@@ -7,7 +7,8 @@ it, or when a group has committed on it, so a route set before the first timer s
 A listing is paged (``topic_page``): a service may hold a topic per tenant, and a page of
 every topic was megabytes on every dashboard refresh. A page goes on after a position:
 the topic's name in name order, or ``u64(MAX - pending) + name`` in the order of most
-pending, so any bytes are a position and a cursor never goes stale.
+pending, so a cursor never goes stale (one the server did not issue is refused:
+``storage.cursors``).
 """
 
 from __future__ import annotations

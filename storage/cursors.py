@@ -1,34 +1,46 @@
 """Listing cursors and page budgets, one rule for every store: a cursor is the base64url
-(padded) of the RocksDB key a listing stopped at, and the next page starts after that key.
+(padded) of the RocksDB key a listing stopped at followed by the key's CRC-32, and the
+next page starts after that key.
 
-A cursor is a position in key order, so any well-formed one (base64url, padded, not
-empty) is accepted and reads only what a listing could read anyway; the API documents
-that form, so every cursor its document allows is one the server takes. The wheel store
-has no such keys on disk, but orders its timers and dead letters the same way, so it
-takes the same cursors. Anything else is a 422 naming ``cursor``.
+The check makes a cursor the server did not issue a 422 naming ``cursor`` (a typo, a
+cursor cut short, ``AAAA``) instead of a listing from wherever those bytes point. It is
+no secret: a client that signs a key of its own gets the listing from that position, which
+is only what a listing could read anyway. The wheel store has no such keys on disk, but
+orders its timers and dead letters the same way, so it takes the same cursors.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import zlib
 
 from storage.errors import InvalidInputError
 
+CHECK_BYTES = 4
+
 
 def encode_cursor(key: bytes) -> str:
-    return base64.urlsafe_b64encode(key).decode()
+    return base64.urlsafe_b64encode(key + _check(key)).decode()
 
 
 def decode_cursor(cursor: str) -> bytes:
     """The key a cursor names: the listing goes on after it."""
     try:
-        key = base64.b64decode(cursor.encode(), altchars=b"-_", validate=True)
+        raw = base64.b64decode(cursor.encode(), altchars=b"-_", validate=True)
     except (binascii.Error, ValueError):
-        key = b""
-    if not key:
-        raise InvalidInputError("cursor is not a well-formed cursor", field="cursor")
+        raw = b""
+    key, check = raw[:-CHECK_BYTES], raw[-CHECK_BYTES:]
+    if not key or _check(key) != check:
+        raise InvalidInputError(
+            "cursor is not one this server issued: pass next_cursor as it was given",
+            field="cursor",
+        )
     return key
+
+
+def _check(key: bytes) -> bytes:
+    return zlib.crc32(key).to_bytes(CHECK_BYTES, "big")
 
 
 class PageBudget:

@@ -181,15 +181,19 @@ def test_the_largest_allowed_values_are_answered(fake_api: FakeApi) -> None:
     assert r.status_code == 200 and r.json()["timers"] == []
 
 
-def test_a_well_formed_cursor_is_a_position(fake_api: FakeApi) -> None:
+def test_a_cursor_the_server_did_not_issue_is_a_422(fake_api: FakeApi) -> None:
     for i in range(3):
         body = {"topic": "orders", "id": f"o{i}", "delay_ms": 1000 * (i + 1)}
         assert fake_api.client.post("/v1/timers", json=body).status_code == 201
-    forged = base64.urlsafe_b64encode(b"\x00").decode()  # before every key
-    r = fake_api.client.get("/v1/timers", params={"cursor": forged})
-    assert r.status_code == 200 and [t["id"] for t in r.json()["timers"]] == ["o0", "o1", "o2"]
-    r = fake_api.client.get("/v1/timers", params={"cursor": "____"})  # after every key
-    assert r.status_code == 200 and r.json()["timers"] == []
+    first = fake_api.client.get("/v1/timers", params={"limit": 1}).json()
+    issued = first["next_cursor"]
+    r = fake_api.client.get("/v1/timers", params={"cursor": issued})
+    assert r.status_code == 200 and [t["id"] for t in r.json()["timers"]] == ["o1", "o2"]
+    typo = issued[:4] + ("B" if issued[4] != "B" else "C") + issued[5:]
+    for made_up in ("AAAA", "____", base64.urlsafe_b64encode(b"\x00").decode(), typo):
+        r = fake_api.client.get("/v1/timers", params={"cursor": made_up})
+        assert r.status_code == 422, (made_up, r.text)
+        assert r.json()["error"]["field"] == "cursor"
 
 
 def test_whole_floats_are_integers_as_json_schema_says(fake_api: FakeApi) -> None:

@@ -4,6 +4,10 @@ The document offers ``application/msgpack`` bodies beside JSON; schemathesis has
 msgpack serializer of its own. Values are generated in their JSON shape, where binary
 ``payload_b64`` is base64 text: in msgpack it travels as bin, so valid base64 is decoded
 first (invalid text stays text and the server rejects it, as it should).
+
+A listing cursor carries a check (``storage.cursors``): one the server did not issue is a
+422. A generated cursor that decodes is signed as the server would have issued it, so the
+run still walks arbitrary positions; one that does not decode stays as it is (a 422).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from typing import Any
 
 import msgspec
 import schemathesis
+
+from storage.cursors import encode_cursor
 
 
 def _as_msgpack_shape(value: Any) -> Any:
@@ -38,3 +44,15 @@ def msgpack_body(ctx: Any, value: Any) -> bytes:
         # an integer beyond 64 bits has no msgpack form: send it as the JSON text it is
         # (a body the server must reject as malformed msgpack with a 422)
         return msgspec.json.encode(value)
+
+
+@schemathesis.hook
+def map_query(ctx: Any, query: dict[str, Any] | None) -> dict[str, Any] | None:
+    cursor = (query or {}).get("cursor")
+    if not isinstance(cursor, str):
+        return query
+    try:
+        key = base64.b64decode(cursor.encode(), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError):
+        return query
+    return {**(query or {}), "cursor": encode_cursor(key)} if key else query

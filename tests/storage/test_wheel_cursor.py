@@ -1,5 +1,5 @@
-"""The wheel store's cursors follow the RocksDB store's rule (``api.params``): any
-well-formed cursor is a position in the RocksDB key order, and both stores page alike.
+"""The wheel store's cursors follow the RocksDB store's rule (``storage.cursors``): a
+cursor of a key is a position in the RocksDB key order, and both stores page alike.
 
 Real stores in temporary directories, the same timers in each; the RocksDB store is the
 reference the wheel must match.
@@ -7,20 +7,20 @@ reference the wheel must match.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator
 
 import pytest
 
+from storage.cursors import encode_cursor
 from storage.errors import InvalidInputError
 from storage.protocol import NewTimer, TimerPage, TimerStore
 from tests.conformance.conftest import NOW, STORES, open_store, ready_ms
 
-BAD_CURSORS = ("%%%not-base64", "AB", "", "A===", "AAA")
+BAD_CURSORS = ("%%%not-base64", "AB", "", "A===", "AAA", "AAAA", "AAAAAAAA")
 
 
 def cursor_of(key: bytes) -> str:
-    return base64.urlsafe_b64encode(key).decode()
+    return encode_cursor(key)  # as the server issues it: a cursor of that position
 
 
 def timer_cursor(ms: int, rest: bytes = b"") -> str:
@@ -50,7 +50,11 @@ def _schedule(stores: dict[str, TimerStore]) -> None:
 def test_any_well_formed_cursor_is_a_position_on_the_wheel(stores):
     _schedule(stores)
     wheel = stores["wheel"]
-    assert _ids(wheel.list_pending(cursor="AAAA", limit=3)) == ["mail/b0", "orders/a00", "mail/b1"]
+    assert _ids(wheel.list_pending(cursor=cursor_of(b"\x00"), limit=3)) == [
+        "mail/b0",
+        "orders/a00",
+        "mail/b1",
+    ]
     after_a09 = wheel.list_pending(topic="orders", cursor=timer_cursor(NOW + 90, b"orders\0a09"))
     assert [v.id for v in after_a09.timers] == [f"a{i:02d}" for i in range(10, 25)]
     # a cursor between mail/b2 and orders/a02 in their millisecond, and one cut short
@@ -64,7 +68,7 @@ def test_any_well_formed_cursor_is_a_position_on_the_wheel(stores):
 @pytest.mark.parametrize(
     "cursor",
     [
-        "AAAA",
+        cursor_of(b"\x00"),
         timer_cursor(NOW + 90, b"orders\0a09"),
         timer_cursor(NOW + 20, b"n"),
         timer_cursor(NOW + 20, b"mail\0b2"),
@@ -102,17 +106,18 @@ def test_dead_letter_cursors_are_positions_named_cursor(stores):
         store.schedule(timers, NOW)
         store.dead_letter(store.due(ready_ms(store, NOW), 100), NOW, "boom")
     wheel = stores["wheel"]
-    assert _ids(wheel.dead_letters(limit=2, after="AAAA")) == ["mail/d0", "mail/d1"]
+    assert _ids(wheel.dead_letters(limit=2, after=cursor_of(b"\x00"))) == ["mail/d0", "mail/d1"]
     after_d0 = wheel.dead_letters(topic="orders", after=cursor_of(b"orders\0d0"))
     assert _ids(after_d0) == ["orders/d1", "orders/d2"]
-    for after in ("AAAA", cursor_of(b"mail\0d2"), cursor_of(b"n"), cursor_of(b"orders\0d0")):
+    for key in (b"\x00", b"mail\0d2", b"n", b"orders\0d0"):
+        after = cursor_of(key)
         pages = {kind: s.dead_letters(limit=2, after=after) for kind, s in stores.items()}
         assert _ids(pages["wheel"]) == _ids(pages["rocks"]), after
         assert pages["wheel"].next_cursor == pages["rocks"].next_cursor, after
 
 
 @pytest.mark.parametrize("bad", BAD_CURSORS)
-def test_a_cursor_that_is_not_well_formed_is_refused_naming_cursor(stores, bad):
+def test_a_cursor_the_server_did_not_issue_is_refused_naming_cursor(stores, bad):
     for kind, store in stores.items():
         with pytest.raises(InvalidInputError) as listing:
             store.list_pending(cursor=bad)
