@@ -37,12 +37,20 @@ RETRY_LIMIT = 100
 
 
 def bodies(batches: int, per_batch: int, due_ms: int) -> list[bytes]:
-    """The request bodies, encoded up front so the client's own work stays out of the rate."""
+    """The request bodies, encoded up front so the client's own work stays out of the rate.
+
+    Each timer has a client-made id: a body refused with a 503 while a partition moves
+    may be stored in part (a batch is atomic per partition), and its resend then
+    replaces those timers instead of adding them a second time under new ids."""
     return [
         json.dumps(
             {
                 "timers": [
-                    {"topic": f"t{(b * per_batch + i) % TOPICS}", "deliver_at_ms": due_ms}
+                    {
+                        "topic": f"t{(b * per_batch + i) % TOPICS}",
+                        "id": f"b{b}-{i}",
+                        "deliver_at_ms": due_ms,
+                    }
                     for i in range(per_batch)
                 ]
             }

@@ -13,6 +13,7 @@ from nats.aio.client import Client
 from cluster.changelog import Changelog
 from cluster.connect import JETSTREAM_TIMEOUT_S, connect
 from cluster.errors import PartitionMovedError
+from cluster.leases import preferred_owner
 from cluster.loop import LoopThread
 from cluster.settings import ClusterSettings
 from cluster.store import ClusterStore, open_cluster_store
@@ -83,13 +84,13 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) 
 
 
 def settled(stores: list[ClusterStore]) -> bool:
-    """Every store joined, every partition owned, each store owning some."""
+    """Every store joined and every partition owned by its preferred owner (so no hand
+    back is still to come: a call meeting one waits, then answers 503)."""
     if not all(s.caught_up() for s in stores):
         return False
-    views = [s.cluster_view() for s in stores]
-    owned = {o.partition: o.node_id for o in views[0].owners}
-    holders = {node for node in owned.values() if node is not None}
-    return None not in owned.values() and holders == {s.node_id for s in stores}
+    nodes = sorted(s.node_id for s in stores)
+    owned = {o.partition: o.node_id for o in stores[0].cluster_view().owners}
+    return all(node == preferred_owner(p, nodes) for p, node in owned.items())
 
 
 def crash(store: ClusterStore) -> None:
