@@ -110,7 +110,7 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     timers = args.batches * args.per_batch
     single = run_nodes(single_node(root), payloads, args.concurrency)
     with NatsCluster(root / "nats") as servers:
-        nodes = cluster_nodes(root, servers.urls)
+        nodes = cluster_nodes(root, servers.urls, log_mirror=args.log_mirror == "on")
         cluster = run_nodes(nodes, payloads, args.concurrency)
     single["timers_per_s"] = timers / single["seconds"]
     cluster["timers_per_s"] = timers / cluster["seconds"]

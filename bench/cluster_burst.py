@@ -124,7 +124,7 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     single = burst(single_node(root), args, SINGLE_LEAD_S + timers / 20_000)
     cluster_lead_s = SINGLE_LEAD_S + CLUSTER_SLOWER * single["schedule_seconds"]
     with NatsCluster(root / "nats") as servers:
-        nodes = cluster_nodes(root, servers.urls)
+        nodes = cluster_nodes(root, servers.urls, log_mirror=args.log_mirror == "on")
         cluster = burst(nodes, args, cluster_lead_s)
     ratio = cluster["delivered_seconds"] / single["delivered_seconds"]
     exact = all(

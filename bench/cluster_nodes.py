@@ -29,9 +29,15 @@ def single_node(root: Path) -> list[NodeProcess]:
     return [NodeProcess("single", free_port(), root / "single", [])]
 
 
-def cluster_nodes(root: Path, nats_urls: Sequence[str], count: int = 3) -> list[NodeProcess]:
+def cluster_nodes(
+    root: Path, nats_urls: Sequence[str], count: int = 3, *, log_mirror: bool = True
+) -> list[NodeProcess]:
     """Nodes ``n0``, ``n1``, ... of a cluster on ``nats_urls``, under ``root/n<i>``."""
-    return [NodeProcess(f"n{i}", free_port(), root / f"n{i}", nats_urls) for i in range(count)]
+    env = {"TIMERSTORE_CLUSTER__LOG_MIRROR": "true" if log_mirror else "false"}
+    return [
+        NodeProcess(f"n{i}", free_port(), root / f"n{i}", nats_urls, extra_env=env)
+        for i in range(count)
+    ]
 
 
 @contextmanager
@@ -93,6 +99,12 @@ def measured(
     parser.add_argument(size[0], type=int, default=size[1])
     parser.add_argument("--per-batch", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=6)
+    parser.add_argument(
+        "--log-mirror",
+        choices=("on", "off"),
+        default="on",
+        help="the cluster's copy of delivered messages into TIMERSTORE_LOG (default on)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as root:
         return measure(Path(root), args)
@@ -106,6 +118,7 @@ def side_by_side(
         "timers": timers,
         "per_batch": args.per_batch,
         "concurrency": args.concurrency,
+        "log_mirror": args.log_mirror,
         "single": single,
         "cluster": cluster,
     }

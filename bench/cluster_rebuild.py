@@ -173,7 +173,7 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     payloads = bodies(batches, args.per_batch, int(time.time() * 1000) + DAY_MS)
     rounds: dict[str, dict[str, Any]] = {}
     with NatsCluster(root / "nats") as servers:
-        nodes = cluster_nodes(root, servers.urls)
+        nodes = cluster_nodes(root, servers.urls, log_mirror=args.log_mirror == "on")
         with running(nodes):
             balanced(nodes)  # no partition moving while the bodies go in
             urls = [n.url for n in nodes]

@@ -18,7 +18,7 @@ from cluster.connect import JETSTREAM_TIMEOUT_S, connect
 from cluster.control import CONTROL_BUCKET, KvControl
 from cluster.leases import LEASES_BUCKET, NODES_BUCKET, LeaseTable, open_bucket
 from cluster.loop import LoopThread
-from cluster.mirror import LogMirror
+from cluster.mirror import LogMirror, NoMirror
 from cluster.ownership import Ownership
 from cluster.settings import ClusterSettings
 from cluster.snapshots import SNAPSHOTS_BUCKET, Snapshots
@@ -41,7 +41,7 @@ class ClusterParts:
     changelog: Changelog
     ownership: Ownership
     control: KvControl
-    mirror: LogMirror
+    mirror: LogMirror | NoMirror
 
 
 async def step(what: str, make: Callable[[], Awaitable[T]]) -> T:
@@ -82,7 +82,7 @@ async def _set_up(
     leases = await step(LEASES_BUCKET, lambda: open_bucket(js, LEASES_BUCKET, replicas))
     nodes = await step(NODES_BUCKET, lambda: open_bucket(js, NODES_BUCKET, replicas))
     control = await step(CONTROL_BUCKET, lambda: open_bucket(js, CONTROL_BUCKET, replicas))
-    mirror = LogMirror(js, replicas, loop)
+    mirror = LogMirror(js, replicas, loop) if cluster.log_mirror else NoMirror()
     await step("the TIMERSTORE_LOG stream", mirror.ensure)
     snapshots = Snapshots(js, replicas, loop)
     await step(SNAPSHOTS_BUCKET, snapshots.ensure)

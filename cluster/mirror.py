@@ -111,3 +111,20 @@ class LogMirror:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+class NoMirror:
+    """``cluster.log_mirror`` off: nothing is copied (the embedded topic log, rebuilt from
+    the changelog, stays what REST consumers read)."""
+
+    async def ensure(self) -> None:
+        return None
+
+    def send(self, topic: str, messages: list[LoggedMessage]) -> None:
+        return None
+
+    def catch_up(self, store: TimerStore) -> int:
+        return 0
+
+    async def stop(self) -> None:
+        return None

@@ -24,6 +24,10 @@ class ClusterSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     partitions: int = DEFAULT_PARTITIONS  # fixed for the life of a cluster
     replicas: int = DEFAULT_REPLICAS  # JetStream replicas of every stream and bucket
     lease_ms: int = DEFAULT_LEASE_MS
+    # every delivered message copied into the stream TIMERSTORE_LOG, for NATS clients that
+    # read a topic natively; off, a burst is delivered several times faster (the copy is
+    # one JetStream publish a message; docs/cluster.md), and the REST log is the same
+    log_mirror: bool = True
 
     @property
     def enabled(self) -> bool:

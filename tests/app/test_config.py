@@ -163,3 +163,9 @@ def test_a_sections_flags_go_over_its_variables_field_by_field() -> None:
 def test_a_bad_cluster_flag_is_a_config_error_naming_the_setting() -> None:
     with pytest.raises(ConfigError, match=r"cluster\.replicas must be 1, 3 or 5"):
         load_settings(environ={}, overrides={"cluster": {"replicas": 2}})
+
+
+def test_the_log_mirror_is_on_unless_its_variable_says_false() -> None:
+    assert load_settings(environ={}).cluster.log_mirror
+    off = {"TIMERSTORE_CLUSTER__LOG_MIRROR": "false"}
+    assert not load_settings(environ=off).cluster.log_mirror

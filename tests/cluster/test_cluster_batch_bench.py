@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 def test_both_sides_hold_every_acknowledged_timer(tmp_path: Path) -> None:
-    args = argparse.Namespace(batches=6, per_batch=50, concurrency=3)
+    args = argparse.Namespace(batches=6, per_batch=50, concurrency=3, log_mirror="on")
     result = measure(tmp_path, args)
     assert result["timers"] == 300
     assert result["single"]["pending"] == 300

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 def test_both_sides_deliver_the_burst_exactly_once(tmp_path: Path) -> None:
-    args = argparse.Namespace(timers=650, per_batch=100, concurrency=3)
+    args = argparse.Namespace(timers=650, per_batch=100, concurrency=3, log_mirror="off")
     result = measure(tmp_path, args)
     assert result["timers"] == 600  # whole bodies only
     for side in ("single", "cluster"):

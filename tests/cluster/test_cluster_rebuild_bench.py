@@ -23,7 +23,7 @@ def test_timers_in_counts_every_timer_once_over_all_partitions() -> None:
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_every_timer_survives_each_rebuild(tmp_path: Path) -> None:
-    args = argparse.Namespace(timers=2_000, per_batch=200, concurrency=3)
+    args = argparse.Namespace(timers=2_000, per_batch=200, concurrency=3, log_mirror="on")
     result = measure(tmp_path, args)
     assert result["timers"] == 2_000
     assert result["victim_partitions"]

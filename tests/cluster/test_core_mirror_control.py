@@ -5,13 +5,23 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
+import nats.js.errors
 import pytest
 
 from cluster.mirror import LOG_STREAM, log_subject
 from cluster.natsd import NatsCluster
-from cluster.store import ClusterStore
+from cluster.store import ClusterStore, open_cluster_store
 from storage.protocol import LOG_SINK
-from tests.cluster.core_helpers import crash, started_pair, timers, topic_owned_by, wait_for
+from tests.cluster.core_helpers import (
+    cluster_settings,
+    crash,
+    rocks_at,
+    started_pair,
+    timers,
+    topic_owned_by,
+    wait_for,
+)
 
 pytestmark = pytest.mark.cluster
 NOW_MS = 1_000_000
@@ -73,3 +83,20 @@ def test_control_data_is_shared_by_every_node(urls: list[str], tmp_path: Path) -
         assert n0.control.delete("routes", "orders.eu") is False
         assert n0.control.get("routes", "orders.eu") is None
         assert n0.control.scan("nothing") == []
+
+
+def test_with_the_log_mirror_off_nothing_is_copied_and_the_log_is_the_same(
+    urls: list[str], tmp_path: Path
+) -> None:
+    settings = msgspec.structs.replace(cluster_settings(urls, "n0"), log_mirror=False)
+    store = open_cluster_store(settings, rocks_at(tmp_path / "n0"))
+    try:
+        wait_for(store.caught_up, "n0 owns every partition")
+        store.schedule(timers("orders", 4, NOW_MS - 100), NOW_MS)
+        due = store.due(NOW_MS, 100)
+        assert store.commit_delivered(due, NOW_MS + 1, sink=LOG_SINK) == [0, 1, 2, 3]
+        assert [m.id for m in store.read_log("orders", 0, 10)] == ["t0", "t1", "t2", "t3"]
+        with pytest.raises(nats.js.errors.NotFoundError):  # not even made
+            store.loop.run(store.client.jetstream().stream_info(LOG_STREAM), 30)
+    finally:
+        store.close()
