@@ -13,6 +13,8 @@ process's otherwise) / pending timers at the end.
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -106,6 +108,7 @@ class _Plan:
     window_timers: int
     start_ms: int
     share: tuple[int, int]  # (variants done, variants in all) for the progress fraction
+    windows_path: str  # each finished window as a JSON line: what a run cut short leaves
 
 
 def run_variant(
@@ -114,7 +117,9 @@ def run_variant(
     s = ctx.sizes
     target = spec.size(s.growth_targets[size])
     window = max(1, target // s.growth_windows)
-    plan = _Plan(size, s.growth_windows, window, now_ms(), share)
+    os.makedirs(ctx.workdir, exist_ok=True)
+    windows_path = os.path.join(ctx.workdir, f"{name}.windows.jsonl")
+    plan = _Plan(size, s.growth_windows, window, now_ms(), share, windows_path)
     blob_min = s.growth_blob_min_bytes if blob else None
     system = ctx.open(
         spec,
@@ -175,8 +180,16 @@ def _enqueue_windows(system: BenchSystem, ctx: Context, plan: _Plan) -> list[flo
                 system.schedule(part, plan.start_ms)
             elapsed += time.perf_counter() - t0
         rates.append(plan.window_timers / elapsed)
+        _note_window(plan, w, rates[-1])
         ctx.progress((plan.share[0] + (w + 1) / plan.windows) / plan.share[1])
     return rates
+
+
+def _note_window(plan: _Plan, w: int, rate: float) -> None:
+    """Append the window's figures to the plan's file (kept if the run is killed)."""
+    line = {"window": w, "pending": (w + 1) * plan.window_timers, "rate": rate, "at_ms": now_ms()}
+    with open(plan.windows_path, "a") as f:
+        f.write(json.dumps(line) + "\n")
 
 
 def _rate_figures(rates: list[float], plan: _Plan) -> dict[str, Any]:
