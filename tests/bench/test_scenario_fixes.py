@@ -99,3 +99,15 @@ def test_growth_leaves_each_finished_window_on_disk(tmp_path: Path) -> None:
     windows = [json.loads(line) for line in lines]
     assert [w["pending"] for w in windows] == [1000, 2000, 3000]
     assert [w["rate"] for w in windows] == figures["rates"]
+    assert [w["cpu_rate"] for w in windows] == figures["cpu_rates"]
+
+
+def test_growth_gives_the_end_against_the_start_in_cpu_time_too(tmp_path: Path) -> None:
+    """Beside the wall rates, the same rule over the scheduling thread's CPU rates."""
+    (rocks,) = select_specs(["rocks"])
+    sizes = dataclasses.replace(TINY, growth_targets={200: 6000}, growth_windows=6)
+    figures = growth.run_variant(rocks, Context(sizes, str(tmp_path)), "p200", 200, False, (0, 1))
+    cpu = figures["cpu_rates"]
+    assert len(cpu) == 6 and all(rate > 0 for rate in cpu)
+    expected = sorted(cpu[3:])[1] / sorted(cpu[:3])[1]  # medians of the last and first three
+    assert figures["cpu_end_vs_start"] == pytest.approx(expected)
