@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from bench.sizes import Sizes
     from bench.systems import SystemSpec
 
 DEFAULT_OUT = os.path.join("bench", "results")
@@ -78,6 +79,13 @@ def register(subparsers: Any) -> None:
         help="take the growth scenario (200 B payloads) to N pending timers, e.g. 100000000 "
         "(hours at 100M; the disk needs about 60 B per timer)",
     )
+    p.add_argument(
+        "--tombstone-deliveries",
+        type=_positive,
+        metavar="N",
+        help="deliver N timers in the tombstones scenario, e.g. 1000000 (the full size is "
+        "10,000,000)",
+    )
     p.add_argument("--out", default=DEFAULT_OUT, help=f"results root (default {DEFAULT_OUT})")
     p.add_argument("--keep-data", action="store_true", help="keep the stores' data directories")
     p.add_argument("--quiet", action="store_true", help="no live progress display")
@@ -87,13 +95,10 @@ def register(subparsers: Any) -> None:
 def handle(args: argparse.Namespace) -> int:
     from bench import charts, claims, peer_targets, report, targets
     from bench.runner import run_bench
-    from bench.sizes import FULL, PRESETS
+    from bench.sizes import FULL
 
     started_s = time.monotonic()
-    sizes = PRESETS[args.mode]
-    if args.growth_pending:
-        targets_ = {**sizes.growth_targets, 200: args.growth_pending}
-        sizes = dataclasses.replace(sizes, growth_targets=targets_)
+    sizes = _sizes(args)
     chosen, specs = _selection(args)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = os.path.join(args.out, stamp)
@@ -108,6 +113,8 @@ def handle(args: argparse.Namespace) -> int:
         argv += ["--stores", ",".join(_names(args.stores) or [])]
     if args.growth_pending:
         argv += ["--growth-pending", str(args.growth_pending)]
+    if args.tombstone_deliveries:
+        argv += ["--tombstone-deliveries", str(args.tombstone_deliveries)]
     results = run_bench(
         chosen, specs, sizes, out_dir, keep_data=args.keep_data, quiet=args.quiet, argv=argv
     )
@@ -124,6 +131,19 @@ def handle(args: argparse.Namespace) -> int:
     for line in verdict_lines(results["targets"] + results["peer_targets"]):
         print(line)
     return 0
+
+
+def _sizes(args: argparse.Namespace) -> Sizes:
+    """The preset's sizes with the options that override one scenario's size."""
+    from bench.sizes import PRESETS
+
+    sizes = PRESETS[args.mode]
+    if args.growth_pending:
+        targets_ = {**sizes.growth_targets, 200: args.growth_pending}
+        sizes = dataclasses.replace(sizes, growth_targets=targets_)
+    if args.tombstone_deliveries:
+        sizes = dataclasses.replace(sizes, tombstone_deliveries=args.tombstone_deliveries)
+    return sizes
 
 
 def _selection(args: argparse.Namespace) -> tuple[list[ModuleType], list[SystemSpec]]:

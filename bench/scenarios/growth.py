@@ -3,7 +3,9 @@
 Timers due at random times over 30 days (unsorted keys: RocksDB must sort and compact
 them) are scheduled in windows; each window's rate is recorded with the pending count
 at its end. The figure is the rate near the end against the rate at the start (median
-of the first and of the last three windows). For the RocksDB store the same runs again
+of the first and of the last three windows); beside it the same ratio in the
+scheduling thread's CPU time, which a busy machine does not move (for a peer it is the
+client's share only). For the RocksDB store the same runs again
 with BlobDB (key-value separation, ``blob_min_bytes``), and read cost is measured on
 the grown store with and without it: a due scan (timers/s through ``due``; RocksDB
 only, a wheel reads one slot at a time) and random point reads (``get``/s, every store).
@@ -13,6 +15,8 @@ process's otherwise) / pending timers at the end.
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -45,6 +49,7 @@ def columns(ctx: Context) -> list[Column]:
         Column("rate_start", "rate at 0", "/s", ratio=True),
         Column("rate_end", "rate at end", "/s", ratio=True),
         Column("end_vs_start", "end/start", "x"),
+        Column("cpu_end_vs_start", "end/start in CPU", "x"),
         Column("memory_per_pending_b", "RSS / pending", "B", better="lower"),
         Column("rate_min", "min window", "/s"),
         Column("rate_max", "max window", "/s"),
@@ -106,6 +111,7 @@ class _Plan:
     window_timers: int
     start_ms: int
     share: tuple[int, int]  # (variants done, variants in all) for the progress fraction
+    windows_path: str  # each finished window as a JSON line: what a run cut short leaves
 
 
 def run_variant(
@@ -114,7 +120,9 @@ def run_variant(
     s = ctx.sizes
     target = spec.size(s.growth_targets[size])
     window = max(1, target // s.growth_windows)
-    plan = _Plan(size, s.growth_windows, window, now_ms(), share)
+    os.makedirs(ctx.workdir, exist_ok=True)
+    windows_path = os.path.join(ctx.workdir, f"{name}.windows.jsonl")
+    plan = _Plan(size, s.growth_windows, window, now_ms(), share, windows_path)
     blob_min = s.growth_blob_min_bytes if blob else None
     system = ctx.open(
         spec,
@@ -125,7 +133,7 @@ def run_variant(
     )
     try:
         memory_before = memory_bytes(system)
-        rates = _enqueue_windows(system, ctx, plan)
+        rates, cpu_rates = _enqueue_windows(system, ctx, plan)
         pending = system.pending()
         memory_growth = memory_bytes(system) - memory_before
         out: dict[str, Any] = {
@@ -134,7 +142,7 @@ def run_variant(
             "pending_end": pending,
             "memory_growth_mb": memory_growth / 2**20,
             "memory_per_pending_b": memory_growth / pending if pending else None,
-            **_rate_figures(rates, plan),
+            **_rate_figures(rates, cpu_rates, plan),
         }
         if isinstance(system, EngineSystem):
             out.update(_read_figures(system, spec, ctx, plan))
@@ -150,16 +158,22 @@ def memory_bytes(system: BenchSystem) -> int:
     return rss_bytes()
 
 
-def _enqueue_windows(system: BenchSystem, ctx: Context, plan: _Plan) -> list[float]:
-    """Schedules the plan's windows one after the other; each window's rate (timers/s).
+def _enqueue_windows(
+    system: BenchSystem, ctx: Context, plan: _Plan
+) -> tuple[list[float], list[float]]:
+    """Schedules the plan's windows one after the other; each window's rate (timers/s)
+    and its rate per CPU second of this thread (timers/s of ``time.thread_time``).
 
     A window's timers are made in slices of at most ``SLICE`` (a 100M run has windows of
-    2.5M: made at once they would take GBs); only the schedule calls are timed."""
+    2.5M: made at once they would take GBs); only the schedule calls are timed. The CPU
+    rate leaves out what the wall rate counts besides the schedule's own work: waiting
+    for a core (other processes, RocksDB's background threads) and write stalls."""
     rng = ctx.rng
     rates: list[float] = []
+    cpu_rates: list[float] = []
     for w in range(plan.windows):
         first = w * plan.window_timers
-        elapsed = 0.0
+        elapsed = cpu_s = 0.0
         for start in range(first, first + plan.window_timers, SLICE):
             count = min(SLICE, first + plan.window_timers - start)
             items = timers(
@@ -170,17 +184,29 @@ def _enqueue_windows(system: BenchSystem, ctx: Context, plan: _Plan) -> list[flo
                 plan.payload_bytes,
                 rng,
             )
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.thread_time()
             for part in chunks(items, ctx.sizes.batch):
                 system.schedule(part, plan.start_ms)
             elapsed += time.perf_counter() - t0
+            cpu_s += time.thread_time() - cpu0
         rates.append(plan.window_timers / elapsed)
+        cpu_rates.append(plan.window_timers / max(cpu_s, 1e-9))
+        _note_window(plan, w, rates[-1], cpu_rates[-1])
         ctx.progress((plan.share[0] + (w + 1) / plan.windows) / plan.share[1])
-    return rates
+    return rates, cpu_rates
 
 
-def _rate_figures(rates: list[float], plan: _Plan) -> dict[str, Any]:
-    """Each window's rate with the pending count at its end, and the end against the start."""
+def _note_window(plan: _Plan, w: int, rate: float, cpu_rate: float) -> None:
+    """Append the window's figures to the plan's file (kept if the run is killed)."""
+    pending = (w + 1) * plan.window_timers
+    line = {"window": w, "pending": pending, "rate": rate, "cpu_rate": cpu_rate, "at_ms": now_ms()}
+    with open(plan.windows_path, "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def _rate_figures(rates: list[float], cpu_rates: list[float], plan: _Plan) -> dict[str, Any]:
+    """Each window's rate with the pending count at its end, and the end against the start
+    (by the same rule in CPU time: what the schedule's own work did as the store grew)."""
     rate_start, rate_end = _edge(rates, last=False), _edge(rates, last=True)
     return {
         "window_timers": plan.window_timers,
@@ -191,6 +217,8 @@ def _rate_figures(rates: list[float], plan: _Plan) -> dict[str, Any]:
         "rate_min": min(rates),
         "rate_max": max(rates),
         "end_vs_start": rate_end / rate_start,
+        "cpu_rates": cpu_rates,
+        "cpu_end_vs_start": _edge(cpu_rates, last=True) / _edge(cpu_rates, last=False),
     }
 
 

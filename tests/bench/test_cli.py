@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -101,3 +102,15 @@ def _burst_and_growth_results() -> dict[str, Any]:
         "growth": {"systems": {"rocks": {"status": "ok", "figures": growth}}},
     }
     return {"scenarios": systems}
+
+
+def test_tombstone_deliveries_sets_the_scenarios_size(tmp_path: Path) -> None:
+    done = bench(
+        tmp_path, "--scenario", "tombstones", "--stores", "heap", "--tombstone-deliveries", "3_000"
+    )
+    assert done.returncode == 0, done.stderr
+    (run,) = tmp_path.iterdir()
+    results = json.loads((run / "results.json").read_text())
+    assert results["meta"]["argv"][-2:] == ["--tombstone-deliveries", "3000"]
+    figures = results["scenarios"]["tombstones"]["systems"]["heap"]["figures"]
+    assert figures["deliveries"] == 3000 and figures["pending_end"] == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from bench.cli import verdict_lines
 from bench.measure import io_write_bytes
 from bench.runner import run_one
-from bench.scenarios import burst, steady
+from bench.scenarios import burst, growth, steady
 from bench.scenarios.common import Context
 from bench.sizes import FULL, TINY
 from bench.systems import select_specs
@@ -86,3 +87,27 @@ def test_a_burst_whose_schedule_overran_says_so_beside_its_verdicts() -> None:
         assert "overran the due instant by 750 ms" in t["note"]
     (line, *_) = verdict_lines(late)
     assert line.lstrip().startswith("met") and "by 750 ms" in line
+
+
+def test_growth_leaves_each_finished_window_on_disk(tmp_path: Path) -> None:
+    """A 100M growth run may be cut short: its finished windows are already in a file."""
+    (heap,) = select_specs(["heap"])
+    sizes = dataclasses.replace(TINY, growth_targets={200: 3000}, growth_windows=3)
+    workdir = tmp_path / "not-made-yet"
+    figures = growth.run_variant(heap, Context(sizes, str(workdir)), "p200", 200, False, (0, 1))
+    lines = (workdir / "p200.windows.jsonl").read_text().splitlines()
+    windows = [json.loads(line) for line in lines]
+    assert [w["pending"] for w in windows] == [1000, 2000, 3000]
+    assert [w["rate"] for w in windows] == figures["rates"]
+    assert [w["cpu_rate"] for w in windows] == figures["cpu_rates"]
+
+
+def test_growth_gives_the_end_against_the_start_in_cpu_time_too(tmp_path: Path) -> None:
+    """Beside the wall rates, the same rule over the scheduling thread's CPU rates."""
+    (rocks,) = select_specs(["rocks"])
+    sizes = dataclasses.replace(TINY, growth_targets={200: 6000}, growth_windows=6)
+    figures = growth.run_variant(rocks, Context(sizes, str(tmp_path)), "p200", 200, False, (0, 1))
+    cpu = figures["cpu_rates"]
+    assert len(cpu) == 6 and all(rate > 0 for rate in cpu)
+    expected = sorted(cpu[3:])[1] / sorted(cpu[:3])[1]  # medians of the last and first three
+    assert figures["cpu_end_vs_start"] == pytest.approx(expected)
