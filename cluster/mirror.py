@@ -12,6 +12,12 @@ A topic's dots stay subject tokens (``orders.eu`` -> ``tslog.orders.eu``); a top
 an empty token (a leading, trailing or double dot) has each dot written ``%2E``.
 Headers: ``Timerstore-Id``, ``Timerstore-Offset``, ``Timerstore-Delivered-At-Ms``, and
 the timer's own headers as JSON in ``Timerstore-Headers`` when it has any.
+
+Not finished: the queue of messages to send is not bounded. The mirror sends one
+JetStream publish a message (about 20,000 a second here), so a burst of a million
+delivered messages waits in memory until it is sent. The plan is a follower that reads
+each dirty topic's log from the mirror's last offset, a page at a time, on a connection of
+its own. Until then, ``cluster.log_mirror`` false turns the copy off (docs/cluster.md).
 """
 
 from __future__ import annotations
