@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -14,35 +13,30 @@ import pytest
 
 from cluster.natsd import NatsCluster, free_port
 from tests.cluster.conftest import ROOT
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 READY_TIMEOUT_S = 120.0
 
 
-def wait_ready(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        assert process.poll() is None, log.read_text(errors="replace")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass  # not listening yet
-        time.sleep(0.05)
-    raise AssertionError(f"not ready in {READY_TIMEOUT_S} s:\n{log.read_text(errors='replace')}")
+def ready(process: subprocess.Popen[bytes], url: str, log: Path) -> bool:
+    """/readyz answers 200 (the node must not have exited meanwhile: its log says why)."""
+    assert process.poll() is None, log.read_text(errors="replace")
+    try:
+        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False  # not listening yet
 
 
-def owning_all(url: str) -> dict[str, object]:
-    """GET /v1/cluster once every partition has an owner (or the last answer after a while:
-    the only node of a cluster takes them all on its first ticks)."""
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while True:
-        view: dict[str, object] = httpx.get(f"{url}/v1/cluster", timeout=10).json()
-        owners = view["owners"]
-        assert isinstance(owners, list)
-        if all(o["node_id"] for o in owners) or time.monotonic() > deadline:
-            return view
-        time.sleep(0.1)
+def cluster_view(url: str) -> dict[str, object]:
+    view: dict[str, object] = httpx.get(f"{url}/v1/cluster", timeout=10).json()
+    return view
+
+
+def owns_every_partition(url: str) -> bool:
+    owners = cluster_view(url)["owners"]
+    assert isinstance(owners, list)
+    return all(o["node_id"] for o in owners)
 
 
 def test_a_node_joins_with_the_cluster_flags(nats_cluster: NatsCluster, tmp_path: Path) -> None:
@@ -58,8 +52,9 @@ def test_a_node_joins_with_the_cluster_flags(nats_cluster: NatsCluster, tmp_path
     with log.open("ab") as out:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=out)
     try:
-        wait_ready(process, url, log)
-        view = owning_all(url)
+        wait_for(lambda: ready(process, url, log), READY_TIMEOUT_S, "the node ready")
+        wait_for(lambda: owns_every_partition(url), READY_TIMEOUT_S, "every partition owned")
+        view = cluster_view(url)
     finally:
         process.terminate()
         try:
