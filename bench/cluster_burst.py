@@ -8,8 +8,10 @@ given the same ``--timers`` (default 1,000,000) all due at one instant, as
 ahead that scheduling ends before it (the cluster's lead is sized from the single node's
 scheduling time; a run whose scheduling overran it is an error, not a figure). Measured:
 the seconds from the due instant until the topic logs (``GET /v1/topics``, log end
-offsets, read from the first node) hold every timer. Then every topic log is read in
-full and checked: as many entries as acknowledged timers, no id twice, nothing pending.
+offsets, read from the first node) hold every timer, and with the log mirror on, until
+the stream ``TIMERSTORE_LOG`` holds them too (the mirror follows the log). Then every
+topic log is read in full and checked: as many entries as acknowledged timers, no id
+twice, nothing pending.
 Prints both times and the ratio (issue 34's target: the cluster within 2 times the single
 node's), and writes a result file.
 Run: ``python -m bench.cluster_burst [--timers 1000000]``.
@@ -25,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
+import nats.errors
 
 from bench.cluster_batch import TOPICS, bodies, pending_seen, post_all
 from bench.cluster_nodes import (
@@ -38,11 +42,13 @@ from bench.cluster_nodes import (
     write_result,
 )
 from bench.cluster_takeover import balanced
+from cluster.mirror import LOG_STREAM
 from cluster.natsd import NatsCluster
 from cluster.node_process import NodeProcess
 from cluster.settings import DEFAULT_PARTITIONS
 
 POLL_S = 0.1
+MIRROR_POLL_S = 0.25
 SINGLE_LEAD_S = 15.0  # the single node's due instant: this long plus 1 s per 20,000 timers
 CLUSTER_SLOWER = 8.0  # the cluster schedules 0.25 to 0.29 as fast (docs/cluster.md); a margin
 DELIVERY_TIMEOUT_S = 1800.0
@@ -77,6 +83,33 @@ def wait_delivered(url: str, timers: int, due_ms: int) -> float:
     return max(now_ms() - due_ms, 1) / 1000  # at least 1 ms: a ratio's divisor
 
 
+def mirrored_messages(nats_url: str) -> int:
+    """Messages in the topic-log mirror (``TIMERSTORE_LOG``); 0 while it cannot be asked."""
+
+    async def count() -> int:
+        client = await nats.connect(nats_url, connect_timeout=5, max_reconnect_attempts=0)
+        try:
+            info = await client.jetstream(timeout=10).stream_info(LOG_STREAM)
+            return int(info.state.messages)
+        finally:
+            await client.close()
+
+    try:
+        return asyncio.run(count())
+    except (nats.errors.Error, TimeoutError):
+        return 0
+
+
+def wait_mirrored(nats_url: str, timers: int, due_ms: int) -> float:
+    """Seconds from the due instant until the mirror holds ``timers`` messages."""
+    deadline = time.monotonic() + DELIVERY_TIMEOUT_S
+    while (held := mirrored_messages(nats_url)) < timers:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not mirrored in {DELIVERY_TIMEOUT_S} s: {held}")
+        time.sleep(MIRROR_POLL_S)
+    return max(now_ms() - due_ms, 1) / 1000
+
+
 def check_logs(url: str) -> dict[str, int]:
     """Every topic log read in full: its entries, and the ids seen more than once."""
     entries = repeated = 0
@@ -88,9 +121,15 @@ def check_logs(url: str) -> dict[str, int]:
     return {"log_entries": entries, "ids_repeated": repeated}
 
 
-def burst(nodes: list[NodeProcess], args: argparse.Namespace, lead_s: float) -> dict[str, Any]:
+def burst(
+    nodes: list[NodeProcess],
+    args: argparse.Namespace,
+    lead_s: float,
+    mirror_at: str | None = None,
+) -> dict[str, Any]:
     """Schedule the burst due ``lead_s`` from now over ``nodes``, wait for the due
-    instant, and time its delivery; then check the logs."""
+    instant, and time its delivery (and, given the NATS URL ``mirror_at``, its copy into
+    the topic-log mirror); then check the logs."""
     batches = args.timers // args.per_batch
     with running(nodes):
         balanced(nodes)  # a body refused while a partition moves may be stored in part
@@ -106,6 +145,11 @@ def burst(nodes: list[NodeProcess], args: argparse.Namespace, lead_s: float) -> 
             )
         time.sleep((due_ms - now_ms()) / 1000)
         delivered_s = wait_delivered(urls[0], batches * args.per_batch, due_ms)
+        mirrored = {}
+        if mirror_at is not None:
+            total = batches * args.per_batch
+            mirrored = {"mirrored_seconds": wait_mirrored(mirror_at, total, due_ms)}
+            mirrored["mirror_messages"] = mirrored_messages(mirror_at)
         checked = check_logs(urls[0])
         pending = pending_seen(urls[0])
     return {
@@ -114,6 +158,7 @@ def burst(nodes: list[NodeProcess], args: argparse.Namespace, lead_s: float) -> 
         "lead_seconds": lead_s,
         "delivered_seconds": delivered_s,
         "pending_after": pending,
+        **mirrored,
         **checked,
     }
 
@@ -124,8 +169,9 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     single = burst(single_node(root), args, SINGLE_LEAD_S + timers / 20_000)
     cluster_lead_s = SINGLE_LEAD_S + CLUSTER_SLOWER * single["schedule_seconds"]
     with NatsCluster(root / "nats") as servers:
-        nodes = cluster_nodes(root, servers.urls, log_mirror=args.log_mirror == "on")
-        cluster = burst(nodes, args, cluster_lead_s)
+        mirror = args.log_mirror == "on"
+        nodes = cluster_nodes(root, servers.urls, log_mirror=mirror)
+        cluster = burst(nodes, args, cluster_lead_s, servers.urls[0] if mirror else None)
     ratio = cluster["delivered_seconds"] / single["delivered_seconds"]
     exact = all(
         side["log_entries"] == timers and side["ids_repeated"] == 0 and side["pending_after"] == 0
@@ -149,6 +195,12 @@ def main(argv: list[str] | None = None) -> None:
             f"all delivered {r['delivered_seconds']:.2f} s after the due instant; "
             f"{r['log_entries']:,} log entries, {r['ids_repeated']} ids twice, "
             f"{r['pending_after']} pending after"
+        )
+    if "mirrored_seconds" in result["cluster"]:
+        r = result["cluster"]
+        print(
+            f"cluster: {r['mirror_messages']:,} messages in {LOG_STREAM} "
+            f"{r['mirrored_seconds']:.2f} s after the due instant"
         )
     met = "met" if result["target_met"] else "NOT met"
     print(f"cluster / single: {result['ratio']:.2f} (target at most {TARGET_RATIO}: {met})")

@@ -82,10 +82,18 @@ async def _set_up(
     leases = await step(LEASES_BUCKET, lambda: open_bucket(js, LEASES_BUCKET, replicas))
     nodes = await step(NODES_BUCKET, lambda: open_bucket(js, NODES_BUCKET, replicas))
     control = await step(CONTROL_BUCKET, lambda: open_bucket(js, CONTROL_BUCKET, replicas))
-    mirror = LogMirror(js, replicas, loop) if cluster.log_mirror else NoMirror()
-    await step("the TIMERSTORE_LOG stream", mirror.ensure)
-    snapshots = Snapshots(js, replicas, loop)
-    await step(SNAPSHOTS_BUCKET, snapshots.ensure)
+    mirror = (
+        LogMirror(list(cluster.nats_urls), cluster.node_id, replicas)
+        if cluster.log_mirror
+        else NoMirror()
+    )
+    try:
+        await step("the TIMERSTORE_LOG stream", mirror.ensure)
+        snapshots = Snapshots(js, replicas, loop)
+        await step(SNAPSHOTS_BUCKET, snapshots.ensure)
+    except BaseException:
+        await asyncio.to_thread(mirror.close)  # its own thread and connection
+        raise
     table = LeaseTable(leases, nodes)
     ownership = Ownership(cluster, rocks, loop, changelog, table, snapshots)
     return ClusterParts(

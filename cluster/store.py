@@ -131,10 +131,10 @@ class ClusterStore:
         return out
 
     def _owned(self, part: OwnedPartition) -> None:
-        """A partition just taken: the mirror gets what it lacks of its topics."""
-        sent = self.mirror.catch_up(part.store)
-        if sent:
-            log.info("partition %d: %d messages sent to the mirror", part.partition, sent)
+        """A partition just taken: the mirror copies what it lacks of its topics."""
+        marked = self.mirror.catch_up(part.store)
+        if marked:
+            log.info("partition %d: %d topics marked for the mirror", part.partition, marked)
 
     # ------------------------------------------------------------------ writes
     def schedule(self, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
@@ -285,25 +285,18 @@ class ClusterStore:
             for i, offset in zip(idx, found, strict=True):
                 offsets[i] = offset
         if sink == LOG_SINK:
-            self._mirror(timers, offsets, delivered_ms)
+            self._mirror(timers, offsets)
         return offsets
 
-    def _mirror(self, timers: Sequence[DueTimer], offsets: list[int], delivered_ms: int) -> None:
-        by_topic: dict[str, list[LoggedMessage]] = {}
+    def _mirror(self, timers: Sequence[DueTimer], offsets: list[int]) -> None:
+        """Mark the delivered topics for the mirror, each with its acknowledged log end."""
+        ends: dict[str, int] = {}
         for t, offset in zip(timers, offsets, strict=True):
-            r = t.record
-            message = LoggedMessage(
-                offset,
-                t.id,
-                r.payload,
-                r.headers,
-                r.binary,
-                r.requested_deliver_at_ms,
-                delivered_ms,
-            )
-            by_topic.setdefault(t.topic, []).append(message)
-        for topic, messages in by_topic.items():
-            self.mirror.send(topic, messages)
+            ends[t.topic] = max(ends.get(t.topic, 0), offset + 1)
+        for topic, end_offset in ends.items():
+            part = self.ownership.held_locally(self.partition(topic))
+            if part is not None:
+                self.mirror.send(topic, part.store, end_offset)
 
     def retry_later(
         self, timers: Sequence[DueTimer], retry_at_ms: int, error: str, *, attempt: bool = True
@@ -344,9 +337,9 @@ class ClusterStore:
         try:
             self.loop.run(self.ownership.stop(), 60)
             self.loop.run(self.rpc.stop(), 10)
-            self.loop.run(self.mirror.stop(), 10)
             self.loop.run(self.client.close(), 10)
         finally:
+            self.mirror.close()
             self.fanout.shutdown(wait=False)
             self.ownership.shutdown()
             self.loop.stop()

@@ -9,10 +9,10 @@ import msgspec
 import nats.js.errors
 import pytest
 
-from cluster.mirror import LOG_STREAM, log_subject
+from cluster.mirror import LOG_STREAM, PAGE, LogMirror, log_subject, message_headers
 from cluster.natsd import NatsCluster
 from cluster.store import ClusterStore, open_cluster_store
-from storage.protocol import LOG_SINK
+from storage.protocol import LOG_SINK, LoggedMessage
 from tests.cluster.core_helpers import (
     cluster_settings,
     crash,
@@ -98,5 +98,56 @@ def test_with_the_log_mirror_off_nothing_is_copied_and_the_log_is_the_same(
         assert [m.id for m in store.read_log("orders", 0, 10)] == ["t0", "t1", "t2", "t3"]
         with pytest.raises(nats.js.errors.NotFoundError):  # not even made
             store.loop.run(store.client.jetstream().stream_info(LOG_STREAM), 30)
+    finally:
+        store.close()
+
+
+def test_the_mirror_follows_a_log_longer_than_its_page_in_order(
+    urls: list[str], tmp_path: Path
+) -> None:
+    """More than two pages (``PAGE``, one atomic batch each) delivered in a few commits:
+    the mirror reads the log from the store page by page and holds every offset once, in
+    order; nothing waits once it has caught up."""
+    count = PAGE * 2 + 500
+    store = open_cluster_store(cluster_settings(urls, "n0"), rocks_at(tmp_path / "n0"))
+    try:
+        wait_for(store.caught_up, "n0 owns every partition")
+        store.schedule(timers("bulk", count, NOW_MS - 10_000), NOW_MS)
+        while due := store.due(NOW_MS, 1_200):
+            store.commit_delivered(due, NOW_MS + 1, sink=LOG_SINK)
+        wait_for(lambda: len(mirrored(store, "bulk")) >= count, "the mirror caught up", 60)
+        assert mirrored(store, "bulk") == list(range(count))
+        assert isinstance(store.mirror, LogMirror)
+        assert store.mirror.backlog() == 0
+    finally:
+        store.close()
+
+
+def test_a_page_holding_a_former_owners_copy_is_sent_from_the_mirrors_last_offset(
+    urls: list[str], tmp_path: Path
+) -> None:
+    """Offsets 5 and 6 reach the stream from elsewhere (as a former owner's late copy
+    would) while this owner's mirror ends at 4: its next page (5 to 9) is refused whole
+    as a duplicate, and it goes on from the stream's last offset; each offset once, in
+    order."""
+    store = open_cluster_store(cluster_settings(urls, "n0"), rocks_at(tmp_path / "n0"))
+    try:
+        wait_for(store.caught_up, "n0 owns every partition")
+        store.schedule(timers("late", 10, NOW_MS - 100), NOW_MS)
+        due = store.due(NOW_MS, 100)
+        store.commit_delivered(due[:5], NOW_MS + 1, sink=LOG_SINK)
+        wait_for(lambda: mirrored(store, "late") == [0, 1, 2, 3, 4], "the first five copied")
+        js = store.client.jetstream()
+        for offset in (5, 6):
+            r = due[offset].record
+            m = LoggedMessage(offset, due[offset].id, r.payload, {}, False, 0, NOW_MS + 2)
+            subject = log_subject("late")
+            ack = store.loop.run(js.publish(subject, m.payload, headers=message_headers("late", m)))
+            assert not ack.duplicate
+        store.commit_delivered(due[5:], NOW_MS + 2, sink=LOG_SINK)
+        wait_for(lambda: len(mirrored(store, "late")) >= 10, "the rest copied")
+        assert mirrored(store, "late") == list(range(10))
+        assert isinstance(store.mirror, LogMirror)
+        assert store.mirror.backlog() == 0
     finally:
         store.close()
