@@ -6,7 +6,8 @@ record every operation with its answer (``bench.cluster_history``), while a neme
 fault at a time, SIGKILLs a node and starts it again, SIGSTOPs a node past its lease and
 SIGCONTs it, or SIGKILLs a nats-server and restarts it. Then everything is healed, the
 topic logs are read from every node once every timer that must be delivered is, and the
-checker holds them against the history. Seeded: the same ``--seed`` makes the same
+checker holds them against the history; the topic-log mirror (``TIMERSTORE_LOG``) must
+then hold each topic's log, in order, each message once. Seeded: the same ``--seed`` makes the same
 choices (the timing of a loaded machine still differs).
 Run: ``python -m bench.cluster_faults --seconds 300 [--seed 7]``; the suite runs a short
 one (``tests/cluster/test_e2e_faults.py``).
@@ -26,8 +27,15 @@ from typing import Any
 import httpx
 import msgspec
 
-from bench.cluster_history import INDETERMINATE, History, Operation, check, must_deliver
-from bench.cluster_nodes import read_log, write_result
+from bench.cluster_history import (
+    INDETERMINATE,
+    History,
+    Operation,
+    check,
+    mirror_problems,
+    must_deliver,
+)
+from bench.cluster_nodes import read_log, read_mirror, write_result
 from cluster.natsd import NatsCluster, free_port
 from cluster.node_process import NodeProcess
 
@@ -35,6 +43,7 @@ TOPICS = [f"f-{i}" for i in range(8)]
 CLIENTS = 3
 REQUEST_TIMEOUT_S = 5.0
 DRAIN_TIMEOUT_S = 180.0
+MIRROR_TIMEOUT_S = 120.0
 
 
 def now_ms() -> int:
@@ -148,7 +157,20 @@ class FaultRun:
                 node.start()
         for node in self.nodes:
             node.wait_ready()
-        return check(self.history.snapshot(), self.drained_logs())
+        logs = self.drained_logs()
+        return check(self.history.snapshot(), logs) + self.mirror_problems(logs)
+
+    def mirror_problems(self, logs: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
+        """The topic-log mirror against the first node's logs, once it has caught up (or
+        MIRROR_TIMEOUT_S passed: the problems name what it lacks)."""
+        assert self.servers is not None
+        first = next(iter(logs.values()))
+        deadline = time.monotonic() + MIRROR_TIMEOUT_S
+        while True:
+            problems = mirror_problems(first, read_mirror(self.servers.urls, TOPICS))
+            if not problems or time.monotonic() > deadline:
+                return problems
+            time.sleep(1.0)
 
     def drained_logs(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
         """Every node's view of every topic log, once every timer that must be delivered

@@ -151,3 +151,27 @@ def _answer_problems(key: tuple[str, str], ops: list[Operation], delivered: bool
         elif removed(op) or (op.kind == "cancel" and op.status == 409):
             pending = False
     return problems
+
+
+def mirror_problems(
+    logs: dict[str, list[dict[str, Any]]], mirrored: dict[str, list[tuple[int, str]]]
+) -> list[str]:
+    """The topic-log mirror against the embedded logs: each topic's ``(offset, id)`` in the
+    same order, each once (the mirror follows the log, so it may only lag, never differ)."""
+    problems = []
+    for topic, messages in logs.items():
+        expected = [(m["offset"], m["id"]) for m in messages]
+        held = mirrored.get(topic, [])
+        if held != expected:
+            problems.append(
+                f"{topic}: the mirror holds {len(held)} messages "
+                f"({_first_difference(held, expected)}), the log {len(expected)}"
+            )
+    return problems
+
+
+def _first_difference(held: list[tuple[int, str]], expected: list[tuple[int, str]]) -> str:
+    for i, (got, want) in enumerate(zip(held, expected, strict=False)):
+        if got != want:
+            return f"at {i}: {got} where the log has {want}"
+    return "a prefix of the log" if len(held) < len(expected) else "more than the log"

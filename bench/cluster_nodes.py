@@ -4,6 +4,8 @@ reading a topic log through the REST API, and writing a result file."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import os
 import tempfile
@@ -14,7 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
+import nats.errors
+from nats.js import JetStreamContext
 
+from cluster.mirror import LOG_STREAM, log_subject
 from cluster.natsd import free_port
 from cluster.node_process import NodeProcess
 
@@ -22,6 +28,7 @@ RESULTS_DIR = "bench/results"
 PAGE = 1000  # the API's largest page (limits.max_page_limit)
 REFUSALS = 50
 REFUSED_PAUSE_S = 0.2
+MIRROR_READ_IDLE_S = 1.0  # a topic's mirror is read until no message came for this long
 
 
 def single_node(root: Path) -> list[NodeProcess]:
@@ -74,6 +81,43 @@ def read_log(http: httpx.Client, url: str, topic: str) -> list[dict[str, Any]]:
         if not page:
             return messages
         messages += page
+
+
+Mirrored = dict[str, list[tuple[int, str]]]  # topic -> (offset, id) in stream order
+
+
+def read_mirror(nats_urls: Sequence[str], topics: Sequence[str]) -> Mirrored:
+    """Each topic's ``(offset, id)`` in the topic-log mirror, in stream order (a topic
+    not read, e.g. while JetStream elects, is left out: the caller asks again)."""
+    return asyncio.run(_read_mirror(list(nats_urls), topics))
+
+
+async def _read_mirror(urls: list[str], topics: Sequence[str]) -> Mirrored:
+    client = await nats.connect(servers=urls, connect_timeout=5, max_reconnect_attempts=3)
+    held: Mirrored = {}
+    try:
+        js = client.jetstream(timeout=10)
+        for topic in topics:
+            with contextlib.suppress(nats.errors.Error, TimeoutError):
+                held[topic] = await _mirrored(js, topic)
+    finally:
+        await client.close()
+    return held
+
+
+async def _mirrored(js: JetStreamContext, topic: str) -> list[tuple[int, str]]:
+    sub = await js.subscribe(log_subject(topic), stream=LOG_STREAM, ordered_consumer=True)
+    held: list[tuple[int, str]] = []
+    try:
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=MIRROR_READ_IDLE_S)
+            except nats.errors.TimeoutError:
+                return held
+            headers = msg.headers or {}
+            held.append((int(headers["Timerstore-Offset"]), headers["Timerstore-Id"]))
+    finally:
+        await sub.unsubscribe()
 
 
 def write_result(name: str, result: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.cluster_faults import fault_run
-from bench.cluster_history import INDETERMINATE, Operation, check
+from bench.cluster_history import INDETERMINATE, Operation, check, mirror_problems
 
 SEED = 11
 SECONDS = 40.0
@@ -74,3 +74,25 @@ def test_the_checker_sees_nodes_that_disagree() -> None:
     history = [op("schedule", "a", 201)]
     problems = check(history, {"n0": {"t": [message(0, "a")]}, "n1": {"t": []}})
     assert problems == ["node n1 reads other topic logs than the first node"]
+
+
+def test_the_mirror_check_accepts_a_mirror_equal_to_the_log() -> None:
+    logs = {"t": [message(0, "a"), message(1, "d")], "u": []}
+    assert mirror_problems(logs, {"t": [(0, "a"), (1, "d")], "u": []}) == []
+
+
+@pytest.mark.parametrize(
+    ("held", "rule"),
+    [
+        ([(0, "a")], "a prefix of the log"),
+        ([(0, "a"), (1, "d"), (1, "d")], "more than the log"),
+        ([(1, "d"), (0, "a")], "at 0: (1, 'd') where the log has (0, 'a')"),
+        ([(0, "a"), (1, "x")], "at 1: (1, 'x') where the log has (1, 'd')"),
+    ],
+)
+def test_the_mirror_check_names_a_mirror_that_differs(
+    held: list[tuple[int, str]], rule: str
+) -> None:
+    logs = {"t": [message(0, "a"), message(1, "d")]}
+    problems = mirror_problems(logs, {"t": held})
+    assert len(problems) == 1 and rule in problems[0], problems
