@@ -57,6 +57,8 @@ async def step(what: str, make: Callable[[], Awaitable[T]]) -> T:
                     f"{what}: JetStream did not answer in {STEP_WAIT_S:.0f} s"
                 ) from e
             await asyncio.sleep(0.5)
+        except nats.js.errors.APIError as e:  # refused: name the step and JetStream's words
+            raise StoreOpenError(f"{what}: JetStream refused it: {e}") from e
 
 
 async def join(cluster: ClusterSettings, rocks: RocksSettings, loop: LoopThread) -> ClusterParts:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
+import nats
 import nats.js.errors
 import pytest
 
 from cluster.mirror import LOG_STREAM, PAGE, LogMirror, log_subject, message_headers
 from cluster.natsd import NatsCluster
 from cluster.store import ClusterStore, open_cluster_store
+from storage.errors import StoreOpenError
 from storage.protocol import LOG_SINK, LoggedMessage
 from tests.cluster.core_helpers import (
     cluster_settings,
@@ -151,3 +155,24 @@ def test_a_page_holding_a_former_owners_copy_is_sent_from_the_mirrors_last_offse
         assert store.mirror.backlog() == 0
     finally:
         store.close()
+
+
+def test_a_step_jetstream_refuses_is_named_with_its_reason(urls: list[str], tmp_path: Path) -> None:
+    """Another stream already takes the mirror's subjects: joining fails at once with the
+    step and JetStream's own words (not a bare ``BadRequestError()``), and leaves no
+    thread or connection of the node behind."""
+
+    async def take_the_subjects() -> None:
+        client = await nats.connect(servers=urls)
+        try:
+            await client.jetstream().add_stream(name="SOMEONE_ELSE", subjects=["tslog.>"])
+        finally:
+            await client.close()
+
+    asyncio.run(take_the_subjects())
+    threads_before = {t.name for t in threading.enumerate()}
+    refused = r"TIMERSTORE_LOG stream: JetStream refused it.*overlap"
+    with pytest.raises(StoreOpenError, match=refused):
+        open_cluster_store(cluster_settings(urls, "n0"), rocks_at(tmp_path / "n0"))
+    left = {t.name for t in threading.enumerate()} - threads_before
+    assert not {name for name in left if name.startswith("ts-")}, left
