@@ -1,7 +1,8 @@
 """The cluster's domain errors, in the storage hierarchy (``storage.errors``).
 
-All derive from ``StoreClosedError``: the API answers 503 with ``Retry-After``, and a
-client's retry reaches the partition's new owner (any node forwards to it). A node's own
+All derive from ``HandedOverError`` (a ``StoreClosedError``): the API answers 503 with
+``Retry-After``, the engine takes it as work passed to another node, and a client's
+retry reaches the partition's new owner (any node forwards to it). A node's own
 router retries a call only on ``PartitionMovedError`` (the call was not made);
 ``UnsureWriteError`` it passes on (the change may have been made: a retry could answer
 409 to a change that was in fact stored).
@@ -9,10 +10,10 @@ router retries a call only on ``PartitionMovedError`` (the call was not made);
 
 from __future__ import annotations
 
-from storage.errors import StoreClosedError
+from storage.errors import HandedOverError
 
 
-class PartitionMovedError(StoreClosedError):
+class PartitionMovedError(HandedOverError):
     """This node no longer owns the partition (its lease is gone or another node took it)."""
 
     code = "unavailable"
@@ -25,7 +26,7 @@ class FencedError(PartitionMovedError):
     code = "unavailable"
 
 
-class UnsureWriteError(StoreClosedError):
+class UnsureWriteError(HandedOverError):
     """An append whose outcome is unknown: no try was acknowledged within its deadline, or
     a try went unanswered before JetStream refused a later one (that first try may be
     stored). The change may be in the changelog or not; the new owner knows."""

@@ -132,6 +132,14 @@ class StoreClosedError(TimerStoreError):
     code = "unavailable"
 
 
+class HandedOverError(StoreClosedError):
+    """What the call needed is no longer this store's to serve: a cluster partition moved
+    to another node, or its last write's outcome is for the new owner to tell. A 503 to
+    a client; to the engine, work that passed to the new owner, not a failed step."""
+
+    code = "unavailable"
+
+
 class HttpProtocolError(TimerStoreError):
     """A webhook receiver answered something that is no HTTP/1.1 answer (a failed
     delivery attempt, never an answer of ours: it does not reach the API)."""

@@ -6,6 +6,7 @@ import logging
 import threading
 
 from app.clock import Clock
+from storage.errors import HandedOverError
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,9 @@ class StageThread:
     raised. A step that returns ends it, unless it found nothing to do and
     ``idle_step_ends_failure`` is False (the dispatcher: a turn with an empty queue says
     nothing of whether its commits work again). Readiness reads them (``app.service``).
+    A step that raises ``HandedOverError`` (a cluster partition moved away in the middle
+    of it) neither starts nor ends a failure: that work is the new owner's now, and a
+    dispatcher with nothing more to deliver must not stay unready for it.
     """
 
     name = "stage"
@@ -62,6 +66,9 @@ class StageThread:
         while not self._stop.is_set():
             try:
                 worked = self.step()
+            except HandedOverError as exc:  # the work passed to another node: not a failure
+                log.warning("%s step: %s", self.name, exc, extra={"event": "handed_over"})
+                worked = False
             except Exception as exc:  # the top of a thread loop: log, back off one tick, go on
                 log.exception(
                     "%s step failed", self.name, extra={"event": "error", "stage": self.name}
