@@ -45,7 +45,7 @@ from nats.js.api import StorageType, StreamConfig
 from cluster.changelog import DUPLICATE_WINDOW_S
 from cluster.connect import JETSTREAM_TIMEOUT_S, connect
 from cluster.loop import LoopThread
-from storage.errors import TimerStoreError
+from storage.errors import StoreOpenError, TimerStoreError
 from storage.protocol import LoggedMessage, TimerStore
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ async def ensure_log_stream(js: JetStreamContext, replicas: int) -> None:
     try:
         info = await js.stream_info(LOG_STREAM)
     except nats.js.errors.NotFoundError:
-        await js.add_stream(
+        info = await js.add_stream(
             StreamConfig(
                 name=LOG_STREAM,
                 subjects=[LOG_PREFIX + ">"],
@@ -105,10 +105,14 @@ async def ensure_log_stream(js: JetStreamContext, replicas: int) -> None:
                 allow_atomic=True,
             )
         )
-        return
     if not info.config.allow_atomic:
         info.config.allow_atomic = True
-        await js.update_stream(info.config)
+        info = await js.update_stream(info.config)
+    if not info.config.allow_atomic:  # a server before 2.12 drops the field it does not know
+        raise StoreOpenError(
+            f"the log mirror needs atomic batch publish (nats-server 2.12.1 or newer) on "
+            f"{LOG_STREAM}; upgrade the servers or set TIMERSTORE_CLUSTER__LOG_MIRROR=false"
+        )
 
 
 class LogMirror:
