@@ -67,11 +67,11 @@ def test_a_batch_goes_to_each_owner_in_one_call(pair: list[ClusterStore]) -> Non
     batch = [t for topic in [*remote, local] for t in timers(topic, 2, NOW_MS + 60_000)]
     results = n0.schedule(batch, NOW_MS)
     assert [(r.topic, r.id, r.replaced) for r in results] == [(t.topic, t.id, False) for t in batch]
-    wait_for(lambda: len(seen) >= 1, "the parts call seen")
+    sent = lambda: [p for msg in seen for p, _ in decode_parts_call(msg.data)[1]]  # noqa: E731
+    wait_for(lambda: len(sent()) >= len(remote), "every remote part seen")
     assert len(seen) == 1
-    method, parts = decode_parts_call(seen[0].data)
-    assert method == "schedule"
-    assert sorted(p for p, _ in parts) == sorted(n0.partition(t) for t in remote)
+    assert decode_parts_call(seen[0].data)[0] == "schedule"
+    assert sorted(sent()) == sorted(n0.partition(t) for t in remote)
     assert all(n1.get(t.topic, t.id) is not None for t in batch if t.topic != local)
     cancelled = n0.cancel([(t.topic, t.id) for t in batch])
     assert [c.outcome for c in cancelled] == [CancelOutcome.REMOVED] * len(batch)
