@@ -1,13 +1,22 @@
 """A call run on a partition this node owns: writes through the fenced, group-committed
-appender (``cluster.partition``, ``cluster.effects``), reads on the local store."""
+appender (``cluster.partition``, ``cluster.effects``), reads on the local store; and a
+batch's write over several owned partitions at once (``write_parts``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import concurrent.futures
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cluster import effects
-from cluster.partition import OwnedPartition
+from cluster.partition import OwnedPartition, start_flushes
+from storage.errors import TimerStoreError
+from storage.rocks.store import RocksTimerStore
+
+Begun = tuple[Any, concurrent.futures.Future[None] | None] | TimerStoreError
+# the writes a batch splits by partition (``write_parts``), and what performs each
+WRITES: dict[str, Callable[..., Any]] = {"schedule": effects.schedule, "cancel": effects.cancel}
 
 
 def _schedule(part: OwnedPartition, args: tuple[Any, ...]) -> Any:
@@ -16,6 +25,42 @@ def _schedule(part: OwnedPartition, args: tuple[Any, ...]) -> Any:
 
 def _cancel(part: OwnedPartition, args: tuple[Any, ...]) -> Any:
     return part.write(lambda s: effects.cancel(s, *args))
+
+
+def write_parts(method: str, parts: Sequence[tuple[OwnedPartition, tuple[Any, ...]]]) -> list[Any]:
+    """``method`` (one of WRITES) on each owned partition: each applied in this thread and
+    its operation queued, their flushes started with one wake-up of the loop, then every
+    acknowledgement awaited together (no thread per partition). Each partition's result or
+    its TimerStoreError, in order; a partition lost meanwhile answers PartitionMovedError
+    (not stored: the router may send it to the new owner)."""
+    perform = WRITES[method]
+    starts: list[OwnedPartition] = []
+    begun: list[Begun] = []
+    try:
+        for part, args in parts:
+            try:
+                begun.append(part.begin(functools.partial(_perform, perform, args), starts))
+            except TimerStoreError as e:
+                begun.append(e)
+    finally:
+        start_flushes(starts)
+    return [_acknowledged(b) for b in begun]
+
+
+def _perform(perform: Callable[..., Any], args: tuple[Any, ...], store: RocksTimerStore) -> Any:
+    return perform(store, *args)
+
+
+def _acknowledged(begun: Begun) -> Any:
+    if isinstance(begun, TimerStoreError):
+        return begun
+    result, waiter = begun
+    if waiter is not None:
+        try:
+            waiter.result()
+        except TimerStoreError as e:
+            return e
+    return result
 
 
 def _replay(part: OwnedPartition, args: tuple[Any, ...]) -> Any:

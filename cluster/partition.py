@@ -90,6 +90,20 @@ class OwnedPartition:
 
     def write(self, perform: Callable[[RocksTimerStore], tuple[T, Op | None]]) -> T:
         """``perform`` on the local store, answered once its operation is acknowledged."""
+        result, waiter = self.begin(perform)
+        if waiter is not None:
+            waiter.result()
+        return result
+
+    def begin(
+        self,
+        perform: Callable[[RocksTimerStore], tuple[T, Op | None]],
+        starts: list[OwnedPartition] | None = None,
+    ) -> tuple[T, concurrent.futures.Future[None] | None]:
+        """``perform`` on the local store and its operation queued: the result, and the
+        future that resolves once the operation is acknowledged (None: nothing to append).
+        With ``starts``, a flush to start is added to it instead of waking the loop, so a
+        caller writing several partitions wakes it once (``start_flushes``)."""
         with self.lock:
             self.check()
             if not self._dirty:
@@ -102,14 +116,16 @@ class OwnedPartition:
                 raise
             if op is None:
                 self._settle_marker()
-                return result
+                return result, None
             waiter: concurrent.futures.Future[None] = concurrent.futures.Future()
             self._pending.append((op, waiter))
             if not self._flushing:
                 self._flushing = True
-                self.loop.call_soon(self._start_flush)
-        waiter.result()
-        return result
+                if starts is None:
+                    self.loop.call_soon(self._start_flush)
+                else:
+                    starts.append(self)
+        return result, waiter
 
     def _settle_marker(self) -> None:
         """(lock held) Clean again when nothing applied awaits an acknowledgement."""
@@ -198,3 +214,14 @@ class OwnedPartition:
         with self.lock:
             self.lost = self.lost or PartitionMovedError(f"partition {self.partition} closed")
             self.store.close()
+
+
+def start_flushes(starts: list[OwnedPartition]) -> None:
+    """Start the flushes ``begin`` left to its caller, with one wake-up of their loop."""
+    if starts:
+        starts[0].loop.call_soon(_start_all, list(starts))
+
+
+def _start_all(starts: list[OwnedPartition]) -> None:
+    for part in starts:
+        part._start_flush()

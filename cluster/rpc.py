@@ -4,6 +4,9 @@ same class (with its field, state and problems), comes back.
 
 A call is ``Call(method, partition, args)`` with ``args`` msgpack-encoded as the
 method's argument tuple (``METHODS``); the reply is ``Reply(ok, result | error)``.
+A batch's parts for one owner travel together on ``ts.rpc.<node_id>.parts`` as
+``PartsCall(method, [(partition, args), ...])``, answered by a ``Reply`` whose result is
+one ``Reply`` per part, in order (each part succeeds or fails on its own).
 """
 
 from __future__ import annotations
@@ -59,10 +62,19 @@ def rpc_subject(node_id: str) -> str:
     return SUBJECT_PREFIX + node_id
 
 
+def parts_subject(node_id: str) -> str:
+    return SUBJECT_PREFIX + node_id + ".parts"
+
+
 class Call(msgspec.Struct, array_like=True, frozen=True):
     method: str
     partition: int
     args: msgspec.Raw
+
+
+class PartsCall(msgspec.Struct, array_like=True, frozen=True):
+    method: str
+    parts: list[tuple[int, msgspec.Raw]]
 
 
 class WireError(msgspec.Struct, array_like=True, frozen=True):
@@ -82,6 +94,7 @@ class Reply(msgspec.Struct, array_like=True, frozen=True):
 _encode = msgspec.msgpack.Encoder().encode
 _decode_call = msgspec.msgpack.Decoder(Call).decode
 _decode_reply = msgspec.msgpack.Decoder(Reply).decode
+_decode_parts_call = msgspec.msgpack.Decoder(PartsCall).decode
 ERRORS: dict[str, type[TimerStoreError]] = {
     name: cls
     for module in (storage_errors, cluster_errors)
@@ -100,6 +113,44 @@ def decode_call(data: bytes) -> tuple[str, int, tuple[Any, ...]]:
         raise InvalidInputError(f"unknown cluster call {call.method!r}")
     args = msgspec.msgpack.decode(call.args, type=METHODS[call.method][0])
     return call.method, call.partition, args
+
+
+def encode_parts_call(method: str, parts: list[tuple[int, tuple[Any, ...]]]) -> bytes:
+    return _encode(PartsCall(method, [(p, msgspec.Raw(_encode(args))) for p, args in parts]))
+
+
+def decode_parts_call(data: bytes) -> tuple[str, list[tuple[int, tuple[Any, ...]]]]:
+    call = _decode_parts_call(data)
+    if call.method not in METHODS:
+        raise InvalidInputError(f"unknown cluster call {call.method!r}")
+    args_type = METHODS[call.method][0]
+    return call.method, [(p, msgspec.msgpack.decode(a, type=args_type)) for p, a in call.parts]
+
+
+def encode_parts_reply(outcomes: list[Any]) -> bytes:
+    """One reply per part: its result, or its TimerStoreError."""
+    return encode_result(
+        [
+            msgspec.Raw(encode_error(o) if isinstance(o, TimerStoreError) else encode_result(o))
+            for o in outcomes
+        ]
+    )
+
+
+def decode_parts_reply(method: str, data: bytes) -> list[Any]:
+    """Each part's result or its domain error (returned, not raised); an error of the
+    call as a whole is raised."""
+    reply = _decode_reply(data)
+    if not reply.ok:
+        assert reply.error is not None
+        raise rebuild_error(reply.error)
+    result_type = METHODS[method][1]
+    return [
+        msgspec.msgpack.decode(part.result, type=result_type)
+        if part.ok
+        else rebuild_error(part.error or WireError("TimerStoreError", "no error sent"))
+        for part in msgspec.msgpack.decode(reply.result, type=list[Reply])
+    ]
 
 
 def encode_result(result: object) -> bytes:

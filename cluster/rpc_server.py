@@ -3,13 +3,18 @@ for the others to their owners (the wire format: ``cluster.rpc``).
 
 Each call is answered in a task of its own on a worker thread, so calls to one node run
 side by side (and their writes share records: group commit); a node never forwards a
-call it was sent, so a call moves at most once.
+call it was sent, so a call moves at most once. A batch's parts for one owner come in
+one call (``send_parts``): the owner applies every part it owns in one worker thread
+(``cluster.local.write_parts``) and answers each part on its own; a part whose
+partition is not (or no longer) its own answers PartitionMovedError.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,19 +24,24 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from cluster.errors import PartitionMovedError
-from cluster.local import run_local
+from cluster.local import WRITES, run_local, write_parts
 from cluster.loop import LoopThread
 from cluster.ownership import Ownership
 from cluster.rpc import (
     CALL_TIMEOUT_S,
     decode_call,
+    decode_parts_call,
+    decode_parts_reply,
     decode_reply,
     encode_call,
     encode_error,
+    encode_parts_call,
+    encode_parts_reply,
     encode_result,
+    parts_subject,
     rpc_subject,
 )
-from storage.errors import StoreClosedError, TimerStoreError
+from storage.errors import InvalidInputError, StoreClosedError, TimerStoreError
 
 log = logging.getLogger(__name__)
 RPC_WORKERS = 32
@@ -46,25 +56,52 @@ class RpcServer:
         self.node_id = node_id
         self.ownership = ownership
         self.executor = ThreadPoolExecutor(max_workers=RPC_WORKERS, thread_name_prefix="ts-rpc")
-        self._sub: Subscription | None = None
+        self._subs: list[Subscription] = []
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        self._sub = await self.client.subscribe(rpc_subject(self.node_id), cb=self._on_call)
+        self._subs = [
+            await self.client.subscribe(rpc_subject(self.node_id), cb=self._on_call),
+            await self.client.subscribe(parts_subject(self.node_id), cb=self._on_parts),
+        ]
 
     async def _on_call(self, msg: Msg) -> None:
-        task = asyncio.ensure_future(self._answer(msg))
+        self._spawn(msg, self._one)
+
+    async def _on_parts(self, msg: Msg) -> None:
+        self._spawn(msg, self._parts)
+
+    def _spawn(self, msg: Msg, run: Callable[[bytes], bytes]) -> None:
+        task = asyncio.ensure_future(self._answer(msg, run))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _answer(self, msg: Msg) -> None:
+    def _one(self, data: bytes) -> bytes:
+        method, partition, args = decode_call(data)
+        return encode_result(self._run(partition, method, args))
+
+    def _parts(self, data: bytes) -> bytes:
+        method, parts = decode_parts_call(data)
+        if method not in WRITES:
+            raise InvalidInputError(f"cluster call {method!r} is not split by partition")
+        outcomes: dict[int, Any] = {}
+        owned = []
+        for partition, args in parts:
+            part = self.ownership.owner(partition)
+            if part is None:
+                outcomes[partition] = PartitionMovedError(
+                    f"partition {partition} is not owned by {self.node_id}"
+                )
+            else:
+                owned.append((partition, part, args))
+        found = write_parts(method, [(part, args) for _, part, args in owned])
+        outcomes.update(zip([p for p, _, _ in owned], found, strict=True))
+        return encode_parts_reply([outcomes[p] for p, _ in parts])
+
+    async def _answer(self, msg: Msg, run: Callable[[bytes], bytes]) -> None:
         try:
-            method, partition, args = decode_call(msg.data)
             running = asyncio.get_running_loop()
-            result = await running.run_in_executor(
-                self.executor, self._run, partition, method, args
-            )
-            data = encode_result(result)
+            data = await running.run_in_executor(self.executor, run, msg.data)
         except TimerStoreError as e:
             data = encode_error(e)
         except Exception:  # the boundary of a call from another node: log, answer 503
@@ -79,9 +116,9 @@ class RpcServer:
         return run_local(part, method, args)
 
     async def stop(self) -> None:
-        if self._sub is not None:
-            await self._sub.unsubscribe()
-            self._sub = None
+        subs, self._subs = self._subs, []
+        for sub in subs:
+            await sub.unsubscribe()
         self.executor.shutdown(wait=False)
 
 
@@ -101,12 +138,42 @@ def forward(
     )
     try:
         reply = loop.run(request)
-    except nats.errors.NoRespondersError as e:
-        raise PartitionMovedError(f"partition {partition}: {node_id} does not answer") from e
-    except nats.errors.TimeoutError as e:
-        raise StoreClosedError(
-            f"partition {partition}: {node_id} did not answer in {CALL_TIMEOUT_S} s"
-        ) from e
-    except nats.errors.Error as e:  # the connection is down: the call was not sent
-        raise StoreClosedError(f"partition {partition}: NATS is unreachable: {e!r}") from e
+    except nats.errors.Error as e:
+        raise unanswered(e, f"partition {partition}", node_id) from e
     return decode_reply(method, reply.data)
+
+
+def unanswered(error: nats.errors.Error, what: str, node_id: str) -> TimerStoreError:
+    """What a call the owner did not answer means (see ``forward``)."""
+    if isinstance(error, nats.errors.NoRespondersError):
+        return PartitionMovedError(f"{what}: {node_id} does not answer")
+    if isinstance(error, nats.errors.TimeoutError):
+        return StoreClosedError(f"{what}: {node_id} did not answer in {CALL_TIMEOUT_S} s")
+    return StoreClosedError(f"{what}: NATS is unreachable: {error!r}")  # the call was not sent
+
+
+def send_parts(
+    loop: LoopThread,
+    client: Client,
+    node_id: str,
+    method: str,
+    parts: list[tuple[int, tuple[Any, ...]]],
+) -> concurrent.futures.Future[Msg]:
+    """Send a batch's parts for the owner ``node_id`` in one call (``parts_answer`` waits)."""
+    data = encode_parts_call(method, parts)
+    return loop.submit(client.request(parts_subject(node_id), data, timeout=CALL_TIMEOUT_S))
+
+
+def parts_answer(
+    sent: concurrent.futures.Future[Msg], node_id: str, method: str, partitions: list[int]
+) -> dict[int, Any]:
+    """Each part's result or its TimerStoreError: the owner's answer, or for every part
+    the meaning of no answer (as for ``forward``)."""
+    try:
+        data = sent.result().data
+        return dict(zip(partitions, decode_parts_reply(method, data), strict=True))
+    except nats.errors.Error as e:
+        error = unanswered(e, f"partitions {partitions}", node_id)
+    except TimerStoreError as e:
+        error = e
+    return dict.fromkeys(partitions, error)

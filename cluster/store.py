@@ -20,9 +20,10 @@ from typing import Any, TypeVar
 import nats.errors
 
 from cluster import effects
+from cluster.batches import Batches
 from cluster.errors import PartitionMovedError
 from cluster.joining import ClusterParts, join
-from cluster.listing import by_partition, renumbered, summed_stats, walk_pages
+from cluster.listing import by_partition, summed_stats, walk_pages
 from cluster.local import run_local
 from cluster.loop import LoopThread
 from cluster.ownership import now_ms
@@ -75,6 +76,10 @@ class ClusterStore:
         self.ownership.on_owned = self._owned
         self.fanout = ThreadPoolExecutor(max_workers=16, thread_name_prefix="ts-fanout")
         self.rpc = RpcServer(self.loop, self.client, self.node_id, self.ownership)
+        self.batches = Batches(
+            self.node_id, self.loop, self.client, self.ownership,
+            partition_of=self.partition, call=self.call, fanout=self.fanout,
+        )  # fmt: skip
         self._closed = False
         self._due_turn = 0
 
@@ -110,26 +115,6 @@ class ClusterStore:
         calls = [self.fanout.submit(self.call, p, method, *args) for p in range(self.partitions)]
         return [c.result() for c in calls]
 
-    def _split(
-        self, topics: list[str], items: Sequence[T], run: Callable[[int, list[T]], list[Any]]
-    ) -> list[Any]:
-        groups = by_partition(topics, self.partition)
-        if len(groups) == 1:
-            ((p, _),) = groups.items()
-            return run(p, list(items))
-        calls = {
-            p: self.fanout.submit(run, p, [items[i] for i in idx]) for p, idx in groups.items()
-        }
-        out: list[Any] = [None] * len(items)
-        for p, idx in groups.items():
-            try:
-                found = calls[p].result()
-            except TimerStoreError as e:
-                raise renumbered(e, idx) from e
-            for i, value in zip(idx, found, strict=True):
-                out[i] = value
-        return out
-
     def _owned(self, part: OwnedPartition) -> None:
         """A partition just taken: the mirror copies what it lacks of its topics."""
         marked = self.mirror.catch_up(part.store)
@@ -139,8 +124,7 @@ class ClusterStore:
     # ------------------------------------------------------------------ writes
     def schedule(self, timers: Sequence[NewTimer], now_ms: int) -> list[ScheduleResult]:
         _check_schedule(timers, now_ms)
-        topics = [t.topic for t in timers]
-        return self._split(topics, timers, lambda p, items: self.call(p, "schedule", items, now_ms))
+        return self.batches.split("schedule", [t.topic for t in timers], timers, now_ms)
 
     def schedule_each(self, timers: Sequence[NewTimer], now_ms: int) -> list[grouping.Outcome]:
         """Per partition, each part one atomic write at its owner: a conflict in one
@@ -180,8 +164,7 @@ class ClusterStore:
         return done
 
     def cancel(self, idents: Sequence[tuple[str, str]]) -> list[CancelResult]:
-        topics = [t for t, _ in idents]
-        return self._split(topics, idents, lambda p, items: self.call(p, "cancel", items))
+        return self.batches.split("cancel", [t for t, _ in idents], idents)
 
     def replay_dead_letter(self, topic: str, timer_id: str, now_ms: int) -> ScheduleResult:
         return self.call(self.partition(topic), "replay_dead_letter", topic, timer_id, now_ms)

@@ -1,6 +1,7 @@
 """bench.cluster_burst at a tiny size: the single node and the cluster of three get the
 same burst, each delivers every acknowledged timer exactly once into its topic logs (and
-the cluster's log mirror, on as by default, holds each once), and the ratio is computed from the two delivery times of the same run."""
+the cluster's log mirror, on as by default, holds each once), and the ratio is computed
+from the two delivery times of the same run."""
 
 from __future__ import annotations
 
