@@ -29,6 +29,7 @@ from bench.cluster_nodes import (
     single_node,
     write_result,
 )
+from bench.cluster_takeover import balanced
 from cluster.natsd import NatsCluster
 from cluster.node_process import NodeProcess
 
@@ -99,6 +100,7 @@ def run_nodes(nodes: list[NodeProcess], payloads: list[bytes], concurrency: int)
     """Post every body to ``nodes``; the figures, and the pending count the last node sees
     afterwards (every acknowledged timer must be there)."""
     with running(nodes):
+        balanced(nodes)  # no partition handed back while the bodies go in
         seconds, resent = asyncio.run(post_all([n.url for n in nodes], payloads, concurrency))
         pending = pending_seen(nodes[-1].url)
     return {"seconds": seconds, "resent": resent, "pending": pending}

@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 
 from bench.cluster_nodes import cluster_nodes, running
+from cluster.leases import preferred_owner
 from cluster.natsd import NatsCluster
 from cluster.node_process import NodeProcess
 
@@ -57,10 +58,12 @@ def schedule(url: str, timers: list[dict[str, object]]) -> None:
 
 
 def balanced(nodes: list[NodeProcess]) -> None:
-    """Until every node owns some partition (as the first node sees it)."""
-    ids = {n.node_id for n in nodes}
+    """Until every partition sits with its preferred owner among ``nodes`` (as the first
+    node sees it): with only "every node owns some partition", a hand-back still to come
+    could move a partition in the middle of what the caller measures next."""
+    ids = sorted(n.node_id for n in nodes)
     deadline = time.monotonic() + ROUND_TIMEOUT_S
-    while set(owners(nodes[0].url).values()) != ids:
+    while not all(node == preferred_owner(p, ids) for p, node in owners(nodes[0].url).items()):
         if time.monotonic() > deadline:
             raise RuntimeError(f"not balanced in {ROUND_TIMEOUT_S} s: {owners(nodes[0].url)}")
         time.sleep(POLL_S)
