@@ -33,6 +33,7 @@ import asyncio
 import itertools
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import msgspec
@@ -56,6 +57,8 @@ PAGE_BYTES = 4 * 1024 * 1024  # a page's payload bound
 TOPICS_AT_ONCE = 4  # topics followed side by side (each with one batch in flight)
 COMMIT_TIMEOUT_S = 10.0
 RETRY_S = 1.0  # a topic whose copy failed is followed again after this long
+BUSY_WINDOW_S = 0.2  # deliveries committed this recently: the node is delivering
+YIELD_FACTOR = 3.0  # while it is, rest this many times as long as a page took
 DUPLICATE_IN_BATCH = 10201
 CLOSE_TIMEOUT_S = 10.0
 
@@ -130,6 +133,7 @@ class LogMirror:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._batch_ids = itertools.count()
+        self._last_send_s = 0.0  # monotonic: the last commit that marked a topic
 
     async def ensure(self) -> None:
         """Connect and make the stream (awaited on the caller's loop; runs on the mirror's)."""
@@ -148,6 +152,7 @@ class LogMirror:
     def send(self, topic: str, store: TimerStore, end_offset: int) -> None:
         """Mark ``topic``: its log in ``store`` is acknowledged up to ``end_offset``
         (exclusive). Thread-safe; returns at once."""
+        self._last_send_s = time.monotonic()
         self._mark(topic, store, end_offset, forget=False)
 
     def catch_up(self, store: TimerStore) -> int:
@@ -205,6 +210,7 @@ class LogMirror:
         if offset is None:
             offset = self._next[topic] = await self.last_offset(topic) + 1
         while offset < end_offset:
+            started_s = time.monotonic()
             limit = min(PAGE, end_offset - offset)
             page = await running.run_in_executor(
                 self.reader, store.read_log, topic, offset, limit, PAGE_BYTES
@@ -221,6 +227,17 @@ class LogMirror:
             else:
                 offset = page[-1].offset + 1
             self._next[topic] = offset
+            await self._yield_to_delivery(started_s)
+
+    async def _yield_to_delivery(self, page_started_s: float) -> None:
+        """While the node is committing deliveries, rest YIELD_FACTOR times as long as the
+        page took: in a burst, delivery keeps the CPU it needs (measured: 1M delivered in
+        4.3 times the single node's time with the copy at full pace beside it, 1.2 times
+        without it), and the copy still moves, at about a quarter of its pace, then at
+        full pace once the burst is delivered."""
+        now_s = time.monotonic()
+        if now_s - self._last_send_s < BUSY_WINDOW_S:
+            await asyncio.sleep((now_s - page_started_s) * YIELD_FACTOR)
 
     async def _send_batch(self, topic: str, page: list[LoggedMessage]) -> None:
         """``page`` as one atomic batch: stored whole once the commit is acknowledged."""
