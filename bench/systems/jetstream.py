@@ -93,7 +93,8 @@ class JetStreamSystem(PeerSystem):
         self.js = self.nc.jetstream(publish_async_max_pending=IN_FLIGHT)
 
     async def _ensure_stream(self) -> bool:
-        """Create the stream (or find it after a restart); False until the cluster can."""
+        """Create the stream (or find it after a restart); False until the cluster can
+        take writes on it."""
         assert self.js is not None
         config = api.StreamConfig(
             name=STREAM,
@@ -104,10 +105,12 @@ class JetStreamSystem(PeerSystem):
         )
         try:
             await self.js.add_stream(config)
-            await self.js.stream_info(STREAM)
+            info = await self.js.stream_info(STREAM)
         except (TimeoutError, nats.errors.Error):
             return False
-        return True
+        # an R3 stream answers its info before it has elected a leader; a publish then
+        # gets no response (seen in a suite run), so ready means a leader too
+        return info.cluster is None or info.cluster.leader is not None
 
     def restart_server(self) -> float:
         self.servers.start()

@@ -99,6 +99,7 @@ def crash(store: ClusterStore) -> None:
     own = store.ownership
     store._closed = True  # its close() has nothing left to do
     store.loop.run(_halt(store), 10)
+    store.mirror.close()  # its own thread and connection die with the process too
     for part in list(own.owned.values()):
         part.lost = PartitionMovedError("crashed")
         part.store.simulate_crash()

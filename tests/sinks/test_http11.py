@@ -58,9 +58,9 @@ class _Handler(socketserver.StreamRequestHandler):
             self.rfile.read(length)
             if served == self.server.per_connection:
                 return  # read, then closed unanswered
+            with self.server.lock:  # counted before the answer leaves: once the sender has
+                self.server.answered += 1  # it, the test may read the count at once
             self.wfile.write(self.server.answer)
-            with self.server.lock:
-                self.server.answered += 1
 
 
 def _read_request(rfile: Any) -> int | None:
