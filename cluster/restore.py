@@ -2,7 +2,8 @@
 
 The local directory ``<rocks path>/partitions/<p>`` is used as it is when its marker
 (``cluster.partition``) is clean; a dirty one (changes applied that the changelog may not
-hold) or a missing one is emptied and rebuilt from the changelog's first record. The
+hold), a corrupt one or a missing one is emptied and rebuilt from the changelog's first
+record (or the newest snapshot, fetched beside it and renamed into place). The
 records after the marker's sequence are then applied in order (``cluster.apply``), the
 marker written after each, up to the subject's last sequence when the restore began.
 """
@@ -20,6 +21,7 @@ from cluster.loop import LoopThread
 from cluster.partition import read_marker, write_marker
 from cluster.records import decode_record
 from cluster.snapshots import Snapshots
+from storage.errors import StoreOpenError
 from storage.rocks.db import RocksSettings
 from storage.rocks.store import RocksTimerStore
 
@@ -38,15 +40,18 @@ def open_local(
     path = partition_dir(rocks, partition)
     path.parent.mkdir(parents=True, exist_ok=True)
     settings = dataclasses.replace(rocks, path=str(path))
-    store = RocksTimerStore(settings)
+    store = _open_or_empty(settings, partition)
     marker = read_marker(store)
     seq = marker.seq if marker is not None and not marker.dirty else -1
     newest = snapshots.latest(partition) if snapshots is not None else None
     if newest is not None and newest.seq > seq:
         assert snapshots is not None
         store.close()
+        fetching = path.with_name(f"{partition}.fetching")  # a kill mid-fetch leaves only it
+        shutil.rmtree(fetching, ignore_errors=True)
+        snapshots.fetch(newest, fetching)
         shutil.rmtree(path, ignore_errors=True)
-        snapshots.fetch(newest, path)
+        fetching.rename(path)
         store = RocksTimerStore(settings)
         log.info("partition %d: restored from snapshot %s", partition, newest.name)
         return store, newest.seq
@@ -59,6 +64,20 @@ def open_local(
     store = RocksTimerStore(settings)
     write_marker(store, 0, dirty=False)
     return store, 0
+
+
+def _open_or_empty(settings: RocksSettings, partition: int) -> RocksTimerStore:
+    """The local store; a directory RocksDB finds corrupt (e.g. a node killed while it
+    wrote a snapshot into it) is emptied first: it is an index the changelog rebuilds,
+    and kept as it is it would fail every restore while this node holds the lease."""
+    try:
+        return RocksTimerStore(settings)
+    except StoreOpenError as e:
+        if "Corruption" not in e.message:
+            raise  # e.g. another process holds it: never delete what is in use
+        log.warning("partition %d: local dir is corrupt (%s); rebuilding", partition, e.message)
+        shutil.rmtree(settings.path, ignore_errors=True)
+        return RocksTimerStore(settings)
 
 
 # one step of a restore (the stream's last sequence, one batch of records): a step that

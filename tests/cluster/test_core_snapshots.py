@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,9 +13,11 @@ from cluster import effects
 from cluster.changelog import STREAM
 from cluster.natsd import NatsCluster
 from cluster.partition import OwnedPartition
-from cluster.restore import catch_up, open_local
+from cluster.restore import catch_up, open_local, partition_dir
 from cluster.snapshots import META_SUBJECTS, OBJECTS_STREAM, Snapshots, meta_subject
+from storage.errors import StoreOpenError
 from storage.protocol import LOG_SINK, TimerState, TimerView
+from storage.rocks.store import RocksTimerStore
 from tests.cluster.core_helpers import (
     Node,
     crash,
@@ -105,3 +108,25 @@ def test_a_new_owner_restores_from_the_snapshot(tmp_path: Path) -> None:
         wait_for(lambda: n1.ownership.owner(n1.partition(topic)) is not None, "n1 took over")
         assert [m.id for m in n1.read_log(topic, 0, 10)] == [t.id for t in due]
         assert [t.id for t in n1.list_pending(topic=topic).timers] == ["t3", "t4"]
+
+
+def test_a_corrupt_local_dir_is_rebuilt_not_failed_for_ever(tmp_path: Path) -> None:
+    """A node killed while it wrote a partition's directory (a snapshot being unpacked)
+    leaves files RocksDB calls corrupt: the restore empties the directory and rebuilds
+    it, instead of failing at every tick while the node holds the lease (a fault run
+    left a partition undelivered that way)."""
+    rocks = rocks_at(tmp_path / "n0")
+    path = partition_dir(rocks, 3)
+    path.parent.mkdir(parents=True)
+    store = RocksTimerStore(dataclasses.replace(rocks, path=str(path)))
+    store.schedule(timers("orders", 3, NOW_MS + 60_000), NOW_MS)
+    store.close()
+    for manifest in path.glob("MANIFEST-*"):
+        manifest.write_bytes(b"\x00garbage" * 100)
+    with pytest.raises(StoreOpenError, match="Corruption"):
+        RocksTimerStore(dataclasses.replace(rocks, path=str(path)))
+    store, seq = open_local(rocks, 3)
+    try:
+        assert seq == 0 and store.stats().pending == 0  # emptied, for the changelog to fill
+    finally:
+        store.close()
