@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 import nats
 import nats.errors
+from nats.js import JetStreamContext
 
 from bench.cluster_batch import TOPICS, bodies, pending_seen, post_all
 from bench.cluster_nodes import (
@@ -83,31 +84,33 @@ def wait_delivered(url: str, timers: int, due_ms: int) -> float:
     return max(now_ms() - due_ms, 1) / 1000  # at least 1 ms: a ratio's divisor
 
 
-def mirrored_messages(nats_url: str) -> int:
-    """Messages in the topic-log mirror (``TIMERSTORE_LOG``); 0 while it cannot be asked."""
+def wait_mirrored(nats_url: str, timers: int, due_ms: int) -> tuple[float, int]:
+    """Seconds from the due instant until the topic-log mirror (``TIMERSTORE_LOG``) holds
+    ``timers`` messages, and how many it holds then (one connection for the whole wait)."""
+    return asyncio.run(_wait_mirrored(nats_url, timers, due_ms))
 
-    async def count() -> int:
-        client = await nats.connect(nats_url, connect_timeout=5, max_reconnect_attempts=0)
-        try:
-            info = await client.jetstream(timeout=10).stream_info(LOG_STREAM)
-            return int(info.state.messages)
-        finally:
-            await client.close()
 
+async def _wait_mirrored(nats_url: str, timers: int, due_ms: int) -> tuple[float, int]:
+    client = await nats.connect(nats_url, connect_timeout=5, max_reconnect_attempts=-1)
+    js = client.jetstream(timeout=10)
+    deadline = time.monotonic() + DELIVERY_TIMEOUT_S
     try:
-        return asyncio.run(count())
+        while (held := await _mirrored_messages(js)) < timers:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"not mirrored in {DELIVERY_TIMEOUT_S} s: {held}")
+            await asyncio.sleep(MIRROR_POLL_S)
+        return max(now_ms() - due_ms, 1) / 1000, held
+    finally:
+        await client.close()
+
+
+async def _mirrored_messages(js: JetStreamContext) -> int:
+    """Messages in the mirror; 0 while it cannot be asked (an election)."""
+    try:
+        info = await js.stream_info(LOG_STREAM)
     except (nats.errors.Error, TimeoutError):
         return 0
-
-
-def wait_mirrored(nats_url: str, timers: int, due_ms: int) -> float:
-    """Seconds from the due instant until the mirror holds ``timers`` messages."""
-    deadline = time.monotonic() + DELIVERY_TIMEOUT_S
-    while (held := mirrored_messages(nats_url)) < timers:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"not mirrored in {DELIVERY_TIMEOUT_S} s: {held}")
-        time.sleep(MIRROR_POLL_S)
-    return max(now_ms() - due_ms, 1) / 1000
+    return int(info.state.messages)
 
 
 def check_logs(url: str) -> dict[str, int]:
@@ -147,9 +150,8 @@ def burst(
         delivered_s = wait_delivered(urls[0], batches * args.per_batch, due_ms)
         mirrored = {}
         if mirror_at is not None:
-            total = batches * args.per_batch
-            mirrored = {"mirrored_seconds": wait_mirrored(mirror_at, total, due_ms)}
-            mirrored["mirror_messages"] = mirrored_messages(mirror_at)
+            seconds, held = wait_mirrored(mirror_at, batches * args.per_batch, due_ms)
+            mirrored = {"mirrored_seconds": seconds, "mirror_messages": held}
         checked = check_logs(urls[0])
         pending = pending_seen(urls[0])
     return {

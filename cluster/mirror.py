@@ -89,7 +89,6 @@ class BatchRefusedError(Exception):
 
 class _Ack(msgspec.Struct):
     error: dict[str, object] | None = None
-    count: int = 0
 
 
 async def ensure_log_stream(js: JetStreamContext, replicas: int) -> None:

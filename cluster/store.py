@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 import nats.errors
 
@@ -55,7 +55,6 @@ from storage.rocks.keys import MAX_TIME_MS, check_range
 from storage.rocks.store import RocksTimerStore
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 Outcome = Callable[[RocksTimerStore, list[DueTimer]], tuple[Any, "Op | None"]]
 OPEN_TIMEOUT_S = 300.0  # every step has its own, shorter bound (cluster.joining)
 ROUTE_WAIT_S = 3.0  # how long a call waits for a partition between owners before a 503

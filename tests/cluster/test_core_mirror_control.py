@@ -12,6 +12,7 @@ import nats
 import nats.js.errors
 import pytest
 
+from bench.cluster_nodes import read_mirror
 from cluster.mirror import LOG_STREAM, PAGE, LogMirror, log_subject, message_headers
 from cluster.natsd import NatsCluster
 from cluster.store import ClusterStore, open_cluster_store
@@ -38,23 +39,9 @@ def urls(tmp_path: Path) -> Iterator[list[str]]:
 
 
 def mirrored(store: ClusterStore, topic: str) -> list[int]:
-    """The offsets the mirror holds for ``topic``, in stream order."""
-
-    async def read() -> list[int]:
-        sub = await store.client.jetstream().subscribe(
-            log_subject(topic), stream=LOG_STREAM, ordered_consumer=True
-        )
-        offsets: list[int] = []
-        try:
-            while True:
-                msg = await sub.next_msg(timeout=1)
-                offsets.append(int((msg.headers or {})["Timerstore-Offset"]))
-        except TimeoutError:
-            return offsets
-        finally:
-            await sub.unsubscribe()
-
-    return store.loop.run(read(), 30)
+    """The offsets the mirror holds for ``topic``, in stream order (the fault run's reader)."""
+    held = read_mirror(store.settings.nats_urls, [topic]).get(topic, [])
+    return [offset for offset, _ in held]
 
 
 def test_the_mirror_holds_each_offset_once_after_a_takeover(
