@@ -16,6 +16,7 @@ import asyncio
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -269,8 +270,12 @@ class Ownership:
         failure keeps the lease: the next tick tries again."""
         try:
             part = self.restore_and_fence(partition, epoch)
-        except Exception:  # the top of a restore thread: log; the next tick retries
+        except Exception as e:  # the top of a restore thread: log; the next tick retries
             log.exception("partition %d: restore failed", partition)
+            # the traceback's frames hold the closed store's RocksDB handles, and RocksDB
+            # keeps the directory's LOCK while one lives (a logged record may keep the
+            # traceback for good): let them go, or every later try finds it locked
+            traceback.clear_frames(e.__traceback__)
             with self.lock:
                 self.restoring.discard(partition)
             return
