@@ -160,7 +160,7 @@ class Housekeeper:
 
     async def _snapshot(self) -> None:
         report_suppressed_lines()  # failure lines dropped that no line has counted yet
-        stats = await self.service.stats()
+        stats = await self.service.snapshot()
         self.snapshots += 1
         log.debug(
             "stats: pending %d, in flight %d, queue %d/%d, delivered %d, lateness p99 %s ms",

@@ -66,6 +66,7 @@ from storage.protocol import (
     IngestReport,
     NewTimer,
     ScheduleResult,
+    StoreReadings,
     SupportsCluster,
     SupportsIngest,
     TimerPage,
@@ -119,6 +120,11 @@ class TimerService:
         if self._store is None:
             raise StoreClosedError("the store is not open")
         return self._store
+
+    @property
+    def readings(self) -> StoreReadings:
+        """What this node's stats snapshot and gauges read (``app.stats.readings_of``)."""
+        return stats_mod.readings_of(self.store)
 
     @property
     def ready(self) -> bool:
@@ -370,16 +376,28 @@ class TimerService:
         return await self.call(cluster_view_of, self.store, self.settings)
 
     async def stats(self) -> ServiceStats:
+        """``GET /v1/stats``: the whole store's (every partition's, in a cluster). On a
+        single node this is also the gauges' snapshot."""
+        readings = self.readings
+        if isinstance(readings, stats_mod.WholeStoreReadings):
+            return await self.snapshot()
+        now_ms, cap = self.clock.now_ms(), self.settings.housekeeping.stats_count_cap
+        whole = stats_mod.WholeStoreReadings(self.store)
+        return await self.call(stats_mod.collect, whole, self.engine, now_ms, cap)
+
+    async def snapshot(self) -> ServiceStats:
+        """The gauges' snapshot (the housekeeper takes one every interval): of this node's
+        readings, which in a cluster are the partitions it owns."""
+        readings = self.readings
         snapshot = await self.call(
             stats_mod.collect,
-            self.store,
+            readings,
             self.engine,
             self.clock.now_ms(),
             self.settings.housekeeping.stats_count_cap,
         )
         self.last_snapshot = snapshot
-        oldest = await self.call(self.store.list_pending, limit=1)
-        self.last_oldest_due_ms = oldest.timers[0].deliver_at_ms if oldest.timers else None
+        self.last_oldest_due_ms = await self.call(readings.oldest_pending_due_ms)
         return snapshot
 
     async def metrics(self) -> bytes:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Sequence
 
 import msgspec
 
 from app.engine import Engine
 from app.metrics import LatenessSummary
-from storage.protocol import TimerStore
+from storage.protocol import (
+    StoreReadings,
+    StoreStats,
+    SupportsOwnedReadings,
+    TimerStore,
+    TopicInfo,
+)
 
 # /v1/stats lists this many topics by pending: a topic per tenant made it megabytes
 STATS_TOPICS = 100
@@ -60,7 +67,36 @@ class ServiceStats(msgspec.Struct, frozen=True):
     pending_topics_not_listed: int = 0  # topics with timers pending beyond pending_by_topic
 
 
-def due_buckets(store: TimerStore, now_ms: int, pending: int, cap: int) -> DueBuckets:
+class WholeStoreReadings:
+    """A store's readings over all of it: a single node's store, and what
+    ``GET /v1/stats`` answers on a cluster node (every partition, forwarded)."""
+
+    def __init__(self, store: TimerStore) -> None:
+        self.store = store
+        self.name = store.name
+
+    def stats(self) -> StoreStats:
+        return self.store.stats()
+
+    def topics(self) -> list[TopicInfo]:
+        return self.store.topics()
+
+    def count_pending_due_before(self, deadlines_ms: Sequence[int], cap: int) -> list[int]:
+        return self.store.count_pending_due_before(deadlines_ms, cap)
+
+    def oldest_pending_due_ms(self) -> int | None:
+        page = self.store.list_pending(limit=1)
+        return page.timers[0].deliver_at_ms if page.timers else None
+
+
+def readings_of(store: TimerStore) -> StoreReadings:
+    """What this node's snapshot and gauges report: in a cluster, the partitions it owns."""
+    if isinstance(store, SupportsOwnedReadings):
+        return store.owned_readings()
+    return WholeStoreReadings(store)
+
+
+def due_buckets(store: StoreReadings, now_ms: int, pending: int, cap: int) -> DueBuckets:
     """Cumulative counts below each deadline, turned into per-bucket counts."""
     deadlines = [now_ms + offset for _, offset in BUCKETS_MS]
     cumulative = store.count_pending_due_before(deadlines, cap)
@@ -81,7 +117,7 @@ def largest_topics(pending_by_topic: dict[str, int], count: int) -> dict[str, in
     return dict(sorted(largest))
 
 
-def collect(store: TimerStore, engine: Engine | None, now_ms: int, cap: int) -> ServiceStats:
+def collect(store: StoreReadings, engine: Engine | None, now_ms: int, cap: int) -> ServiceStats:
     """Blocking (it counts keys): call it from a worker thread."""
     s = store.stats()
     listed = largest_topics(s.pending_by_topic, STATS_TOPICS)

@@ -4,7 +4,9 @@ Nothing here iterates the store: pending counts, in-flight set size, watermark a
 log ends are the store's in-memory counters; queue depth and the scan cursor are the
 engine's; RocksDB numbers are properties and tickers. The due-time buckets and the
 oldest pending due time need a key scan, so they come from the last stats snapshot
-(the housekeeper takes one every ``housekeeping.stats_snapshot_interval_ms``).
+(the housekeeper takes one every ``housekeeping.stats_snapshot_interval_ms``). On a
+cluster node every store figure is of the partitions it owns (``StoreReadings``):
+summed over the nodes they are the cluster's.
 """
 
 from __future__ import annotations
@@ -23,7 +25,12 @@ from app.groups import GroupOffsets
 from app.stats import ServiceStats
 from app.telemetry import MAX_GROUP_SERIES, MAX_TOPIC_SERIES, OTHER, PREFIX
 from storage.errors import StoreClosedError
-from storage.protocol import SupportsWriteHealth, TimerStore
+from storage.protocol import (
+    StoreReadings,
+    SupportsOwnedReadings,
+    SupportsWriteHealth,
+    TimerStore,
+)
 from storage.rocks.metrics import RocksMetrics
 
 P = PREFIX
@@ -46,6 +53,9 @@ class GaugeSource(Protocol):
     def store(self) -> TimerStore: ...
 
     @property
+    def readings(self) -> StoreReadings: ...
+
+    @property
     def groups(self) -> GroupOffsets: ...
 
 
@@ -63,10 +73,12 @@ class ServiceGauges(Collector):
             store = self.source.store
         except StoreClosedError:
             return
-        yield from _store_gauges(store)
+        readings = self.source.readings
+        yield from _store_gauges(readings)
         if isinstance(store, SupportsWriteHealth):
             yield from _write_health_gauges(store)
-        yield from _group_gauges(store, self.source.groups)
+        owned = isinstance(store, SupportsOwnedReadings)
+        yield from _group_gauges(readings, self.source.groups, owned=owned)
         if self.source.engine is not None:
             yield from _engine_gauges(self.source.engine, now_ms)
         yield from _snapshot_gauges(self.source.last_snapshot, self.source.last_oldest_due_ms)
@@ -75,7 +87,7 @@ class ServiceGauges(Collector):
         yield from _malloc_gauges(native_memory.malloc_usage())
 
 
-def _store_gauges(store: TimerStore) -> Iterator[Metric]:
+def _store_gauges(store: StoreReadings) -> Iterator[Metric]:
     info = InfoMetricFamily(f"{P}_store", "Which store the service runs on")
     info.add_metric([], {"store": store.name})
     yield info
@@ -107,7 +119,9 @@ def _store_gauges(store: TimerStore) -> Iterator[Metric]:
     yield log_end
 
 
-def _group_gauges(store: TimerStore, groups: GroupOffsets) -> Iterator[Metric]:
+def _group_gauges(store: StoreReadings, groups: GroupOffsets, owned: bool) -> Iterator[Metric]:
+    """Each group's offset and lag per topic; ``owned`` (a cluster node): only the topics
+    whose partitions this node owns, so each pair is reported by one node."""
     log_end = {row.topic: row.log_end_offset for row in store.topics()}
     committed = GaugeMetricFamily(
         f"{P}_group_committed_offset",
@@ -120,6 +134,8 @@ def _group_gauges(store: TimerStore, groups: GroupOffsets) -> Iterator[Metric]:
         labels=["topic", "group"],
     )
     pairs = sorted(groups.committed_offsets().items())
+    if owned:
+        pairs = [pair for pair in pairs if pair[0][0] in log_end]
     for (topic, group), offset in pairs[:MAX_GROUP_SERIES]:
         committed.add_metric([topic, group], offset)
         lag.add_metric([topic, group], max(0, log_end.get(topic, 0) - offset))

@@ -26,6 +26,7 @@ from cluster.joining import ClusterParts, join
 from cluster.listing import by_partition, summed_stats, walk_pages
 from cluster.local import run_local
 from cluster.loop import LoopThread
+from cluster.owned import OwnedReadings
 from cluster.ownership import now_ms
 from cluster.partition import OwnedPartition
 from cluster.records import Op, partition_of
@@ -79,6 +80,7 @@ class ClusterStore:
             self.node_id, self.loop, self.client, self.ownership,
             partition_of=self.partition, call=self.call, fanout=self.fanout,
         )  # fmt: skip
+        self._readings = OwnedReadings(self.ownership)
         self._closed = False
         self._due_turn = 0
 
@@ -225,6 +227,10 @@ class ClusterStore:
 
     def stats(self) -> StoreStats:
         return summed_stats(self.each_partition("stats"))
+
+    def owned_readings(self) -> OwnedReadings:
+        """What this node's stats snapshot and gauges read: its own partitions only."""
+        return self._readings
 
     def count_pending_due_before(self, deadlines_ms: Sequence[int], cap: int) -> list[int]:
         counts = self.each_partition("count_pending_due_before", list(deadlines_ms), cap)

@@ -327,3 +327,33 @@ class SupportsCluster(Protocol):
     def caught_up(self) -> bool:
         """True once joined: connected, and every partition this node owns restored."""
         ...
+
+
+class StoreReadings(Protocol):
+    """What the stats snapshot and the Prometheus gauges read of a store.
+
+    A single node's store is its own readings. A cluster node's are those of the
+    partitions it owns (``SupportsOwnedReadings``): each node reports its own share, so
+    the gauges summed over the nodes are the cluster's, and a snapshot or a scrape
+    forwards nothing (counting every partition on every node every 10 s cost 5 to 7% of
+    a node's CPU under a batch load). ``GET /v1/stats`` still answers for the whole store.
+    """
+
+    name: str
+
+    def stats(self) -> StoreStats: ...
+
+    def topics(self) -> list[TopicInfo]: ...
+
+    def count_pending_due_before(self, deadlines_ms: Sequence[int], cap: int) -> list[int]: ...
+
+    def oldest_pending_due_ms(self) -> int | None:
+        """Due time of the earliest pending timer (None when none is pending)."""
+        ...
+
+
+@runtime_checkable
+class SupportsOwnedReadings(Protocol):
+    """A cluster store: the readings of the partitions this node owns."""
+
+    def owned_readings(self) -> StoreReadings: ...

@@ -137,7 +137,7 @@ def test_the_stats_snapshot_writes_the_count_a_stopped_flood_left(restore_loggin
 class _StatsOnly:
     """The one call of ``TimerService`` the snapshot job makes."""
 
-    async def stats(self) -> Any:
+    async def snapshot(self) -> Any:
         return SimpleNamespace(
             pending=0, in_flight=0, queue_depth=0, queue_capacity=1, delivered=0,
             lateness=SimpleNamespace(p99_ms=None),
