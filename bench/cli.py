@@ -80,6 +80,23 @@ def register(subparsers: Any) -> None:
         "(hours at 100M; the disk needs about 60 B per timer)",
     )
     p.add_argument(
+        "--growth-payloads",
+        metavar="BYTES",
+        help="the growth scenario's payload sizes to run, comma-separated, e.g. 200 "
+        "(default: 200,4096)",
+    )
+    p.add_argument(
+        "--growth-no-blob",
+        action="store_true",
+        help="leave out the growth scenario's BlobDB variants (the RocksDB store)",
+    )
+    p.add_argument(
+        "--growth-at-size",
+        action="store_true",
+        help="after the 200 B growth variant, run the burst and the steady rate on the grown "
+        "store (the RocksDB store and the wheel), e.g. with --growth-pending 100000000",
+    )
+    p.add_argument(
         "--tombstone-deliveries",
         type=_positive,
         metavar="N",
@@ -113,6 +130,9 @@ def handle(args: argparse.Namespace) -> int:
         argv += ["--stores", ",".join(_names(args.stores) or [])]
     if args.growth_pending:
         argv += ["--growth-pending", str(args.growth_pending)]
+    if args.growth_payloads:
+        argv += ["--growth-payloads", args.growth_payloads]
+    argv += [flag for flag, on in _growth_flags(args) if on]
     if args.tombstone_deliveries:
         argv += ["--tombstone-deliveries", str(args.tombstone_deliveries)]
     results = run_bench(
@@ -141,9 +161,34 @@ def _sizes(args: argparse.Namespace) -> Sizes:
     if args.growth_pending:
         targets_ = {**sizes.growth_targets, 200: args.growth_pending}
         sizes = dataclasses.replace(sizes, growth_targets=targets_)
+    if args.growth_payloads:
+        sizes = dataclasses.replace(sizes, growth_payloads=_payloads(args, sizes))
+    if args.growth_no_blob or args.growth_at_size:
+        sizes = dataclasses.replace(
+            sizes, growth_blob=not args.growth_no_blob, growth_at_size=args.growth_at_size
+        )
     if args.tombstone_deliveries:
         sizes = dataclasses.replace(sizes, tombstone_deliveries=args.tombstone_deliveries)
     return sizes
+
+
+def _growth_flags(args: argparse.Namespace) -> list[tuple[str, bool]]:
+    return [("--growth-no-blob", args.growth_no_blob), ("--growth-at-size", args.growth_at_size)]
+
+
+def _payloads(args: argparse.Namespace, sizes: Sizes) -> tuple[int, ...]:
+    """``--growth-payloads``: sizes the growth scenario knows, else a usage error."""
+    try:
+        chosen = tuple(int(x) for x in args.growth_payloads.split(",") if x.strip())
+    except ValueError:
+        chosen = ()
+    known = sorted(sizes.growth_targets)
+    if not chosen or any(size not in sizes.growth_targets for size in chosen):
+        args.parser.error(
+            f"--growth-payloads {args.growth_payloads}: expected some of "
+            + ",".join(str(k) for k in known)
+        )
+    return chosen
 
 
 def _selection(args: argparse.Namespace) -> tuple[list[ModuleType], list[SystemSpec]]:

@@ -40,6 +40,9 @@ class Sizes:
     growth_blob_min_bytes: int = 64
     growth_read_scan: int = 200_000
     growth_read_gets: int = 10_000
+    growth_payloads: tuple[int, ...] | None = None  # the growth_targets sizes to run (None: all)
+    growth_blob: bool = True  # also each size with BlobDB (the RocksDB store)
+    growth_at_size: bool = False  # burst and steady on the grown 200 B store (at_size)
     # 7 recovery
     recovery_pending: int = 5_000_000
     # 9 tombstones

@@ -64,46 +64,59 @@ def settled(system: BenchSystem) -> int:
 def run(spec: SystemSpec, ctx: Context) -> dict[str, Any]:
     n = spec.size(ctx.sizes.burst_timers)
     io_before = io_write_bytes()
-    rate = calibrate_rate(spec, ctx, n)
+    lead_ms = lead_time_ms(spec, ctx, n)
     raw_puts_s = raw_put_seconds(n, f"{ctx.workdir}/raw-puts")
     shutil.rmtree(f"{ctx.workdir}/raw-puts", ignore_errors=True)
     calibration_io = io_write_bytes() - io_before  # the runner leaves it out of disk writes
-    lead_ms = int(n / rate * 1000 * 1.5) + 1500
     system = ctx.open(spec, simulated=False)
     try:
-        with RssSampler() as rss:
-            system.start()
-            due_ms = now_ms() + lead_ms
-            batch = ctx.sizes.batch
-            for start in range(0, n, batch):  # made per batch: a 1M list would inflate RSS
-                part = timers("b", start, min(batch, n - start), fixed(due_ms), PAYLOAD, ctx.rng)
-                system.schedule(part, now_ms())
-                ctx.progress(min(0.5, (start + len(part)) / n / 2))
-            scheduled_ms = now_ms()
-            wait_until(lambda: now_ms() >= due_ms, lead_ms / 1000 + 1)
-            complete = wait_until(
-                lambda: settled(system) >= n,
-                ctx.sizes.burst_timeout_s,
-                tick=lambda _f: ctx.progress(0.5 + settled(system) / n / 2),
-            )
-            done_ms = now_ms()
-            system.stop()
-        delivered = system.delivered()
         return {
-            "timers": n,
-            "lead_ms": lead_ms,
-            "schedule_overran_ms": max(0, scheduled_ms - due_ms),
-            "deliver_all_s": (done_ms - due_ms) / 1000 if complete and delivered >= n else None,
+            **deliver_burst(system, ctx, n, lead_ms),
             "raw_puts_s": raw_puts_s,
-            "timed_out": not complete,
-            "delivered": delivered,
-            "never_delivered": n - delivered,
-            "lateness": system.lateness(),
-            "rss_base_mb": rss.base / MB,
-            "rss_peak_mb": rss.peak / MB,
-            "rss_growth_mb": (rss.peak - rss.base) / MB,
             "io_write_bytes_excluded": calibration_io,
-            "counters": system.counters(),
         }
     finally:
         system.close()
+
+
+def lead_time_ms(spec: SystemSpec, ctx: Context, n: int) -> int:
+    """How far ahead the burst is due: its schedule, at the calibrated rate, with room."""
+    return int(n / calibrate_rate(spec, ctx, n) * 1000 * 1.5) + 1500
+
+
+def deliver_burst(system: BenchSystem, ctx: Context, n: int, lead_ms: int) -> dict[str, Any]:
+    """Schedule ``n`` timers due ``lead_ms`` from now while the engine runs, wait for
+    their delivery, stop the engine; the figures (also on a store that holds others:
+    the growth scenario's burst at size)."""
+    with RssSampler() as rss:
+        system.start()
+        due_ms = now_ms() + lead_ms
+        batch = ctx.sizes.batch
+        for start in range(0, n, batch):  # made per batch: a 1M list would inflate RSS
+            part = timers("b", start, min(batch, n - start), fixed(due_ms), PAYLOAD, ctx.rng)
+            system.schedule(part, now_ms())
+            ctx.progress(min(0.5, (start + len(part)) / n / 2))
+        scheduled_ms = now_ms()
+        wait_until(lambda: now_ms() >= due_ms, lead_ms / 1000 + 1)
+        complete = wait_until(
+            lambda: settled(system) >= n,
+            ctx.sizes.burst_timeout_s,
+            tick=lambda _f: ctx.progress(0.5 + settled(system) / n / 2),
+        )
+        done_ms = now_ms()
+        system.stop()
+    delivered = system.delivered()
+    return {
+        "timers": n,
+        "lead_ms": lead_ms,
+        "schedule_overran_ms": max(0, scheduled_ms - due_ms),
+        "deliver_all_s": (done_ms - due_ms) / 1000 if complete and delivered >= n else None,
+        "timed_out": not complete,
+        "delivered": delivered,
+        "never_delivered": n - delivered,
+        "lateness": system.lateness(),
+        "rss_base_mb": rss.base / MB,
+        "rss_peak_mb": rss.peak / MB,
+        "rss_growth_mb": (rss.peak - rss.base) / MB,
+        "counters": system.counters(),
+    }

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.measure import now_ms, rss_bytes
+from bench.scenarios import at_size
 from bench.scenarios.common import Column, Context, chunks, timers
 from bench.systems import SystemSpec
 from bench.systems.base import TOPIC, BenchSystem
@@ -37,9 +38,10 @@ SLICE = 200_000  # timers made at once (not timed)
 
 
 def variants(ctx: Context, spec: SystemSpec) -> list[tuple[str, int, bool]]:
-    out = [(f"p{p}", p, False) for p in ctx.sizes.growth_targets]
-    if spec.family == "rocks":
-        out += [(f"p{p}_blob", p, True) for p in ctx.sizes.growth_targets]
+    sizes = ctx.sizes.growth_payloads or tuple(ctx.sizes.growth_targets)
+    out = [(f"p{p}", p, False) for p in sizes]
+    if spec.family == "rocks" and ctx.sizes.growth_blob:
+        out += [(f"p{p}_blob", p, True) for p in sizes]
     return out
 
 
@@ -55,6 +57,9 @@ def columns(ctx: Context) -> list[Column]:
         Column("rate_max", "max window", "/s"),
         Column("scan_rate", "due scan", "/s", ratio=True),
         Column("get_rate", "get", "/s", ratio=True),
+        Column("at_size.burst.lateness.p99_ms", "burst p99 at size", "ms", better="lower"),
+        Column("at_size.burst.deliver_all_s", "burst all at size", "s", better="lower"),
+        Column("at_size.steady.lateness.p99_ms", "steady p99 at size", "ms", better="lower"),
     ]
 
 
@@ -146,9 +151,11 @@ def run_variant(
         }
         if isinstance(system, EngineSystem):
             out.update(_read_figures(system, spec, ctx, plan))
-        return out
     finally:
         system.close()
+    if isinstance(system, EngineSystem) and at_size.wanted(ctx, size, blob):
+        out["at_size"] = at_size.measure(spec, ctx, name)
+    return out
 
 
 def memory_bytes(system: BenchSystem) -> int:

@@ -37,6 +37,8 @@ def bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (["--stores", "rocks,nope"], "unknown systems: nope (valid: rocks, rocks-sync, wheel"),
         (["--scenario", "disk"], "selects no scenario to run"),
         (["--scenario", "8"], "selects no scenario to run"),
+        (["--growth-payloads", "300"], "--growth-payloads 300: expected some of 200,4096"),
+        (["--growth-payloads", "x"], "--growth-payloads x: expected some of 200,4096"),
     ],
 )
 def test_a_bad_selection_is_a_usage_error(tmp_path: Path, args: list[str], says: str) -> None:
@@ -114,3 +116,31 @@ def test_tombstone_deliveries_sets_the_scenarios_size(tmp_path: Path) -> None:
     assert results["meta"]["argv"][-2:] == ["--tombstone-deliveries", "3000"]
     figures = results["scenarios"]["tombstones"]["systems"]["heap"]["figures"]
     assert figures["deliveries"] == 3000 and figures["pending_end"] == 0
+
+
+def test_growth_at_size_delivers_a_burst_and_a_steady_rate_on_the_grown_store(
+    tmp_path: Path,
+) -> None:
+    """--growth-at-size: the grown 200 B store, reopened on the real clock, delivers the
+    burst and the steady rate whole and none early, beside the timers it already holds;
+    --growth-payloads and --growth-no-blob leave every other variant out."""
+    done = bench(
+        tmp_path, "--scenario", "growth", "--stores", "rocks",
+        "--growth-payloads", "200", "--growth-no-blob", "--growth-at-size",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (run,) = tmp_path.iterdir()
+    results = json.loads((run / "results.json").read_text())
+    assert results["meta"]["argv"][-4:] == [
+        "--growth-payloads", "200", "--growth-no-blob", "--growth-at-size",
+    ]  # fmt: skip
+    variants = results["scenarios"]["growth"]["systems"]["rocks"]["figures"]["variants"]
+    assert list(variants) == ["p200"]
+    grown, at_size = variants["p200"]["pending_end"], variants["p200"]["at_size"]
+    assert grown == 2000 and at_size["pending_before"] == grown
+    burst, steady = at_size["burst"], at_size["steady"]
+    assert burst["delivered"] == burst["timers"] == 500 and burst["never_delivered"] == 0
+    assert burst["lateness"]["early"] == 0 and burst["deliver_all_s"] is not None
+    assert steady["scheduled"] > 0 and steady["never_delivered"] == 0
+    assert steady["lateness"]["early"] == 0
+    assert "burst p99 at size" in (run / "report.md").read_text()
