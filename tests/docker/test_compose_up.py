@@ -38,6 +38,12 @@ REST = 40  # timers scheduled and consumed over REST
 BUILD_TIMEOUT_S = 1500
 JOB_TIMEOUT_S = 600
 HEALTH_TIMEOUT_S = 240
+# the cluster profile's ports (docker-compose.test.yml): each nats-server's client, route and
+# monitoring port, and each node's HTTP port
+CLUSTER_PORTS = [
+    f"TS_TEST_NATS{i}_{kind}PORT" for i in range(3) for kind in ("", "ROUTE_", "MONITOR_")
+] + [f"TS_TEST_NODE{i}_PORT" for i in range(3)]
+CLUSTER = ["nats0", "nats1", "nats2", "node0", "node1", "node2"]
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -196,7 +202,7 @@ def workdir() -> Iterator[Path]:
 
 @pytest.fixture
 def compose(images: None, workdir: Path) -> Iterator[Compose]:
-    service_port, master_port, master_ui, worker_ui = _free_ports(4)
+    service_port, master_port, master_ui, worker_ui, *cluster = _free_ports(4 + len(CLUSTER_PORTS))
     input_dir = workdir / "input"
     input_dir.mkdir()
     env = {
@@ -207,6 +213,7 @@ def compose(images: None, workdir: Path) -> Iterator[Compose]:
         "TS_TEST_WORKER_UI_PORT": str(worker_ui),
         "TS_TEST_INPUT": str(input_dir),
         "TIMERSTORE_ADMIN_KEY": secrets.token_hex(8),
+        **{name: str(port) for name, port in zip(CLUSTER_PORTS, cluster, strict=True)},
     }
     project = f"tstest{os.getpid()}{secrets.token_hex(3)}"
     log = ROOT / "docker" / "compose-test.log"  # ignored by git: every command, timed
@@ -216,7 +223,10 @@ def compose(images: None, workdir: Path) -> Iterator[Compose]:
     try:
         yield c
     finally:
-        c.run("down", "-v", "--remove-orphans", "--timeout", "10", timeout=300)
+        # (--profile cluster: Compose v1 acts on a profile's services only with it active)
+        c.run(
+            "--profile", "cluster", "down", "-v", "--remove-orphans", "--timeout", "10", timeout=300
+        )
         left = c.leftovers()
         # anonymous volumes (the image's VOLUME /data in a job container) carry no label
         left["unnamed volume"] = sorted(
@@ -296,6 +306,44 @@ def test_the_service_and_a_spark_cluster_run_the_whole_pipeline(compose: Compose
     report = compose.job("export", "cat", "/reports/report/report.md")
     assert "rest" in report
     _assert_ran_on_the_cluster(compose, "timerstore-analyze")
+
+
+def test_the_cluster_profile_runs_three_nodes_that_deliver_through_any_of_them(
+    compose: Compose,
+) -> None:
+    """``--profile cluster``: three nats-servers and three nodes of the service image join,
+    every partition gets a live owner, and a timer scheduled on one node is delivered once
+    and read back from another."""
+    compose.check("--profile", "cluster", "up", "-d", "--no-build", *CLUSTER)
+    _wait_healthy(compose, CLUSTER)
+    urls = [f"http://127.0.0.1:{compose.env[f'TS_TEST_NODE{i}_PORT']}" for i in range(3)]
+
+    def settled() -> dict[str, Any] | None:
+        view = httpx.get(f"{urls[0]}/v1/cluster", timeout=10).json()
+        alive = {m["node_id"] for m in view["nodes"] if m["alive"]}
+        owned = {o["node_id"] for o in view["owners"]}
+        return view if alive == {"n0", "n1", "n2"} and None not in owned else None
+
+    view = _poll("every node alive and every partition owned", settled)
+    assert view["partitions"] == 16 and len(view["owners"]) == 16
+    topics = [f"compose-{i}" for i in range(8)]  # spread over the partitions
+    for i, topic in enumerate(topics):
+        body = {"topic": topic, "id": "t", "delay_ms": 200, "payload": topic}
+        r = httpx.post(f"{urls[i % 3]}/v1/timers", json=body, timeout=30)
+        assert r.status_code == 201, r.text
+    for i, topic in enumerate(topics):
+        with httpx.Client(base_url=urls[(i + 1) % 3], timeout=30) as reader:
+            [message] = _consume(reader, topic, 1)
+        assert (message["id"], message["offset"]) == ("t", 0)
+        assert message["delivered_at_ms"] >= message["deliver_at_ms"]
+
+
+def _poll(what: str, probe: Any, timeout_s: float = HEALTH_TIMEOUT_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while (found := probe()) is None:
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        time.sleep(1)  # polling a state, not ordering events
+    return found
 
 
 def _assert_ran_on_the_cluster(compose: Compose, app_name: str) -> None:
