@@ -80,6 +80,8 @@ def test_rocks_runs_every_scenario_and_its_figures_are_sound(results: dict[str, 
     assert cancel["cancelled_but_delivered"] == 0 and cancel["kept_but_not_delivered"] == 0
     assert rocks["recovery"]["figures"]["lost"] == 0
     assert rocks["recovery"]["figures"]["delivered_twice"] == 0
+    recovery = rocks["recovery"]["figures"]
+    assert recovery["first_delivery_s"] >= recovery["ready_s"] > 0  # reopened, then delivered
     assert rocks["long_delays"]["figures"]["delivered"] == rocks["long_delays"]["figures"]["timers"]
     variants = set(rocks["growth"]["figures"]["variants"])
     assert variants == {"p200", "p4096", "p200_blob", "p4096_blob"}
