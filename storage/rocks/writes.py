@@ -19,7 +19,7 @@ import rocksdict as rd
 
 from storage import records
 from storage.errors import ConflictError
-from storage.names import validate_idents, validate_name
+from storage.names import validate_idents
 from storage.protocol import CancelOutcome, CancelResult, NewTimer, ScheduleResult, TimerState
 from storage.rocks import keys as layout
 from storage.rocks.core import CLOCK_STEP_TOLERANCE_MS, RocksCore
@@ -218,8 +218,7 @@ def cancel(core: RocksCore, idents: Sequence[tuple[str, str]]) -> list[CancelRes
     """Remove each identity whole: its pending timer, else its dead letter, and a dead
     letter left behind by an identity scheduled again after it was dead-lettered (so a
     removed identity reads as unknown afterwards)."""
-    names = [(validate_name("topic", t), validate_name("id", i)) for t, i in idents]
-    keys = [layout.ident_key(t, i) for t, i in names]
+    keys = validate_idents([t for t, _ in idents], [i for _, i in idents])  # = ident_key
     with core.lock:
         h = core.handles  # under the lock: a close() that won it raises StoreClosedError
         batch = rd.WriteBatch(raw_mode=True)
