@@ -31,6 +31,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.waiting import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ["docker-compose.yml", "docker-compose.offline.yml", "docker-compose.test.yml"]
 BULK = 3000  # timers in the Parquet file the import job reads
@@ -318,14 +320,17 @@ def test_the_cluster_profile_runs_three_nodes_that_deliver_through_any_of_them(
     _wait_healthy(compose, CLUSTER)
     urls = [f"http://127.0.0.1:{compose.env[f'TS_TEST_NODE{i}_PORT']}" for i in range(3)]
 
-    def settled() -> dict[str, Any] | None:
-        view = httpx.get(f"{urls[0]}/v1/cluster", timeout=10).json()
-        alive = {m["node_id"] for m in view["nodes"] if m["alive"]}
-        owned = {o["node_id"] for o in view["owners"]}
-        return view if alive == {"n0", "n1", "n2"} and None not in owned else None
+    def view() -> dict[str, Any]:
+        return dict(httpx.get(f"{urls[0]}/v1/cluster", timeout=10).json())
 
-    view = _poll("every node alive and every partition owned", settled)
-    assert view["partitions"] == 16 and len(view["owners"]) == 16
+    def settled() -> bool:
+        seen = view()
+        alive = {m["node_id"] for m in seen["nodes"] if m["alive"]}
+        return alive == {"n0", "n1", "n2"} and None not in {o["node_id"] for o in seen["owners"]}
+
+    wait_for(settled, HEALTH_TIMEOUT_S, "every node alive and every partition owned")
+    seen = view()
+    assert seen["partitions"] == 16 and len(seen["owners"]) == 16
     topics = [f"compose-{i}" for i in range(8)]  # spread over the partitions
     for i, topic in enumerate(topics):
         body = {"topic": topic, "id": "t", "delay_ms": 200, "payload": topic}
@@ -336,14 +341,6 @@ def test_the_cluster_profile_runs_three_nodes_that_deliver_through_any_of_them(
             [message] = _consume(reader, topic, 1)
         assert (message["id"], message["offset"]) == ("t", 0)
         assert message["delivered_at_ms"] >= message["deliver_at_ms"]
-
-
-def _poll(what: str, probe: Any, timeout_s: float = HEALTH_TIMEOUT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while (found := probe()) is None:
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        time.sleep(1)  # polling a state, not ordering events
-    return found
 
 
 def _assert_ran_on_the_cluster(compose: Compose, app_name: str) -> None:
