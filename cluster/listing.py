@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from storage.cursors import decode_cursor, encode_cursor
 from storage.errors import ConflictError, InvalidInputError, TimerStoreError
-from storage.protocol import StoreStats, TimerPage, TimerView
+from storage.protocol import StoreStats, TimerPage, TimerView, TopicInfo
 
 CURSOR_TAG = b"\xff"
 _ITEM = re.compile(r"timers\[(\d+)\]")
@@ -42,6 +42,19 @@ def renumbered(error: TimerStoreError, indexes: list[int]) -> TimerStoreError:
     if isinstance(error, InvalidInputError):
         return type(error)(rename(error.message), field=field, problems=error.problems)
     return error
+
+
+def merged_topics(parts: list[list[TopicInfo]]) -> list[TopicInfo]:
+    """The partitions' topic lists as one, in topic order (a topic lives in one partition)."""
+    return sorted((info for infos in parts for info in infos), key=lambda info: info.topic)
+
+
+def summed_counts(parts: list[list[int]], cap: int, width: int) -> list[int]:
+    """The partitions' ``count_pending_due_before`` columns summed, each capped at ``cap``
+    (``width`` zeros when no partition answered)."""
+    if not parts:
+        return [0] * width
+    return [min(cap, sum(column)) for column in zip(*parts, strict=True)]
 
 
 def summed_stats(parts: list[StoreStats]) -> StoreStats:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from cluster.listing import summed_stats
+from cluster.listing import merged_topics, summed_counts, summed_stats
 from cluster.ownership import Ownership
 from cluster.partition import OwnedPartition
 from storage.errors import TimerStoreError
@@ -42,15 +42,12 @@ class OwnedReadings:
         return summed_stats(self._each(lambda part: part.store.stats()))
 
     def topics(self) -> list[TopicInfo]:
-        found = [info for infos in self._each(lambda part: part.store.topics()) for info in infos]
-        return sorted(found, key=lambda info: info.topic)
+        return merged_topics(self._each(lambda part: part.store.topics()))
 
     def count_pending_due_before(self, deadlines_ms: Sequence[int], cap: int) -> list[int]:
         deadlines = list(deadlines_ms)
         counts = self._each(lambda part: part.store.count_pending_due_before(deadlines, cap))
-        if not counts:
-            return [0] * len(deadlines)
-        return [min(cap, sum(column)) for column in zip(*counts, strict=True)]
+        return summed_counts(counts, cap, len(deadlines))
 
     def oldest_pending_due_ms(self) -> int | None:
         pages = self._each(lambda part: part.store.list_pending(limit=1))

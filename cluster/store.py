@@ -23,7 +23,7 @@ from cluster import effects
 from cluster.batches import Batches
 from cluster.errors import PartitionMovedError
 from cluster.joining import ClusterParts, join
-from cluster.listing import by_partition, summed_stats, walk_pages
+from cluster.listing import by_partition, merged_topics, summed_counts, summed_stats, walk_pages
 from cluster.local import run_local
 from cluster.loop import LoopThread
 from cluster.owned import OwnedReadings
@@ -222,8 +222,7 @@ class ClusterStore:
         )  # fmt: skip
 
     def topics(self) -> list[TopicInfo]:
-        found = [info for infos in self.each_partition("topics") for info in infos]
-        return sorted(found, key=lambda info: info.topic)
+        return merged_topics(self.each_partition("topics"))
 
     def stats(self) -> StoreStats:
         return summed_stats(self.each_partition("stats"))
@@ -234,7 +233,7 @@ class ClusterStore:
 
     def count_pending_due_before(self, deadlines_ms: Sequence[int], cap: int) -> list[int]:
         counts = self.each_partition("count_pending_due_before", list(deadlines_ms), cap)
-        return [min(cap, sum(column)) for column in zip(*counts, strict=True)] if counts else []
+        return summed_counts(counts, cap, len(deadlines_ms))
 
     # ------------------------------------------------------------------ delivery (owned only)
     def due(self, now_ms: int, limit: int) -> list[DueTimer]:
