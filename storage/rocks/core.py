@@ -165,11 +165,18 @@ class RocksCore:
             self.clean_ranges.clear()
 
     def take_clean_range(self, keys: list[bytes]) -> tuple[bytes, bytes] | None:
-        """``[first, after_last)`` when ``keys`` are exactly one clean due batch."""
+        """``[first, after_last)`` when ``keys`` are exactly one clean due batch, in key order.
+
+        The order matters: a range's page is searched by bisection, and a webhook lane
+        settles a batch in the order its POSTs answered, which may keep the first and last
+        keys in place and swap the ones between.
+        """
         if not keys:
             return None
         scanned = self.clean_ranges.pop(keys[0], None)
         if scanned is None or scanned != (keys[-1], len(keys)):
+            return None
+        if keys != sorted(keys):  # a batch's keys are distinct: sorted means ascending
             return None
         return keys[0], keys[-1] + layout.SEPARATOR
 
