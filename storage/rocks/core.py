@@ -42,6 +42,7 @@ from storage.rocks.db import (
     open_db,
     write_batch,
 )
+from storage.rocks.look_ahead import LookAhead
 
 # how far a writer's time may lie behind the scan cursor before it is taken for a clock
 # stepped back (see RocksCore.follow_clock): a request's time is read before it waits
@@ -67,6 +68,7 @@ class RocksCore:
         # the last timer key of the highest range committed by one page (storage.rocks.keys):
         # a pending-looking ids entry above it cannot have been delivered that way
         self.indexed_until = _last_range_key(self._h.cfs["ranges"])
+        self.look_ahead = LookAhead()  # what the last empty due scan saw ahead of the cursor
         self._count_dead_letters_once()
 
     def _count_dead_letters_once(self) -> None:
@@ -161,6 +163,7 @@ class RocksCore:
 
     def note_key_written(self, key: bytes) -> None:
         """A timer key was written outside schedule's clamp (retry, ingest): keep it safe."""
+        self.look_ahead.forget()  # an SST ingest need not raise the sequence number
         if key < self.scan_from:
             self.clean_ranges.clear()
 

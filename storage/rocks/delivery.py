@@ -39,8 +39,7 @@ def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
     value off the family's ``items`` iterator; the batch's timers are then built in
     columns, each by one C-level call over the batch (``due_timers``).
     """
-    options = rd.ReadOptions()  # must outlive the iterator (it points into the bound)
-    options.set_iterate_upper_bound(layout.u64(layout.check_range(now_ms, "now_ms") + 1))
+    bound = layout.u64(layout.check_range(now_ms, "now_ms") + 1)
     keys: list[bytes] = []
     values: list[bytes] = []
     in_flight = core.in_flight
@@ -48,6 +47,11 @@ def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
     with core.lock:
         h = core.handles  # under the lock: a close() that won it raises StoreClosedError
         core.follow_clock(now_ms)  # the clock stepped back: scan (and clamp) from now on
+        if core.look_ahead.nothing_below(h.db, core.scan_from, bound):
+            core.scan_from = max(core.scan_from, bound)  # as an exhausted scan moves it
+            return []
+        options = rd.ReadOptions()  # must outlive the iterator (it points into the bound)
+        options.set_iterate_upper_bound(bound)
         timers = iter_items(h.cfs["timers"], core.scan_from, options)
         last = None
         clean = True  # no in-flight key of another batch between our first and last
@@ -75,7 +79,9 @@ def due(core: RocksCore, now_ms: int, limit: int) -> list[DueTimer]:
         if last is not None:
             core.scan_from = last + layout.SEPARATOR
         if exhausted:  # the cursor may move to now + 1
-            core.scan_from = max(core.scan_from, layout.u64(now_ms + 1))
+            core.scan_from = max(core.scan_from, bound)
+            if last is None:  # not a key below now + 1: what comes after it?
+                core.look_ahead.note(h.db, h.cfs["timers"], core.scan_from)
     return out
 
 
