@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -26,9 +27,11 @@ from storage.errors import StoreOpenError
 from storage.rocks.db import RocksSettings
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 CONNECT_WAIT_S = 30.0
 STEP_WAIT_S = 60.0
 _BUSY = (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError, TimeoutError)
+NO_PEERS_FOR_PLACEMENT = 10005  # "no suitable peers for placement": a server not seen yet
 
 
 @dataclasses.dataclass
@@ -44,21 +47,27 @@ class ClusterParts:
     mirror: LogMirror | NoMirror
 
 
-async def step(what: str, make: Callable[[], Awaitable[T]]) -> T:
-    """``make()`` awaited, again while JetStream does not answer, for up to STEP_WAIT_S."""
+async def step(what: str, make: Callable[[], Awaitable[T]], wait_s: float = STEP_WAIT_S) -> T:
+    """``make()`` awaited, again while JetStream does not answer, for up to ``wait_s``.
+
+    Also again while JetStream refuses to place a replicated stream because a server is
+    not seen online yet (``NO_PEERS_FOR_PLACEMENT``): nodes and nats-servers started
+    together (``docker compose up``, a test) meet it while the servers still find one
+    another, and after ``wait_s`` it is reported with JetStream's words (fewer servers
+    than ``replicas`` gives the same refusal, for good)."""
     running = asyncio.get_running_loop()
-    give_up_at = running.time() + STEP_WAIT_S
+    give_up_at = running.time() + wait_s
     while True:
         try:
             return await make()
         except _BUSY as e:
             if running.time() >= give_up_at:
-                raise StoreOpenError(
-                    f"{what}: JetStream did not answer in {STEP_WAIT_S:.0f} s"
-                ) from e
-            await asyncio.sleep(0.5)
+                raise StoreOpenError(f"{what}: JetStream did not answer in {wait_s:.0f} s") from e
         except nats.js.errors.APIError as e:  # refused: name the step and JetStream's words
-            raise StoreOpenError(f"{what}: JetStream refused it: {e}") from e
+            if e.err_code != NO_PEERS_FOR_PLACEMENT or running.time() >= give_up_at:
+                raise StoreOpenError(f"{what}: JetStream refused it: {e}") from e
+            log.info("%s: waiting for JetStream's servers: %s", what, e.description)
+        await asyncio.sleep(0.5)
 
 
 async def join(cluster: ClusterSettings, rocks: RocksSettings, loop: LoopThread) -> ClusterParts:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ import nats.js.errors
 import pytest
 
 from bench.cluster_nodes import read_mirror
+from cluster.joining import step
 from cluster.mirror import LOG_STREAM, PAGE, LogMirror, log_subject, message_headers
 from cluster.natsd import NatsCluster
 from cluster.store import ClusterStore, open_cluster_store
@@ -163,3 +165,27 @@ def test_a_step_jetstream_refuses_is_named_with_its_reason(urls: list[str], tmp_
         open_cluster_store(cluster_settings(urls, "n0"), rocks_at(tmp_path / "n0"))
     left = {t.name for t in threading.enumerate()} - threads_before
     assert not {name for name in left if name.startswith("ts-")}, left
+
+
+def test_a_stream_jetstream_cannot_place_yet_is_asked_for_again(
+    fresh_nats: NatsCluster, caplog
+) -> None:
+    """JetStream refuses a replicated stream while it sees fewer servers than replicas
+    (10005, "no suitable peers for placement"), as while servers started beside the node
+    still find one another (a fresh clone's run of 27 Nov had a node exit on it). Joining
+    asks again until its wait is over, then names the step and JetStream's words. Here an
+    R4 stream on three servers, so the refusal stays; the wait is cut to 1.5 s."""
+    caplog.set_level(logging.INFO, logger="cluster.joining")
+
+    async def create_r4() -> None:
+        client = await nats.connect(servers=fresh_nats.urls)
+        try:
+            js = client.jetstream()
+            await step("the R4 stream", lambda: js.add_stream(name="R4", num_replicas=4), 1.5)
+        finally:
+            await client.close()
+
+    with pytest.raises(StoreOpenError, match=r"the R4 stream: JetStream refused it.*placement"):
+        asyncio.run(create_r4())
+    asked_again = caplog.text.count("the R4 stream: waiting for JetStream's servers")
+    assert asked_again >= 2, caplog.text
