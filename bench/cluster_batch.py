@@ -5,8 +5,10 @@ fed the same bodies: ``--batches`` bodies of ``--per-batch`` timers (64 topics, 
 hour ahead, server-made ids) as ``POST /v1/timers/batch``, ``--concurrency`` requests in
 flight, spread round-robin over the nodes' URLs. A refused body (503 while a partition
 moves) is sent again and counted. Prints timers/s of each and the cluster's ratio to the
-single node (issue 34's target: at least 0.5), and writes a result file.
-Run: ``python -m bench.cluster_batch [--batches 300] [--per-batch 1000]``.
+single node (issue 34's target: at least 0.5), and writes a result file. With
+``--routed`` each body holds only topics whose partitions its node owns and goes to that
+node, as a client routing by partition would send them: no part is forwarded.
+Run: ``python -m bench.cluster_batch [--batches 300] [--per-batch 1000] [--routed]``.
 """
 
 from __future__ import annotations
@@ -24,17 +26,22 @@ import httpx
 from bench.cluster_nodes import (
     cluster_nodes,
     measured,
+    node_ids,
     running,
     side_by_side,
     single_node,
     write_result,
 )
 from bench.cluster_takeover import balanced
+from cluster.leases import preferred_owner
 from cluster.natsd import NatsCluster
 from cluster.node_process import NodeProcess
+from cluster.records import partition_of
+from cluster.settings import ClusterSettings
 
 TOPICS = 64
 RETRY_LIMIT = 100
+PARTITIONS = ClusterSettings().partitions  # the nodes run with the default
 
 
 def bodies(batches: int, per_batch: int, due_ms: int) -> list[bytes]:
@@ -60,9 +67,36 @@ def bodies(batches: int, per_batch: int, due_ms: int) -> list[bytes]:
     ]
 
 
+def routed_bodies(
+    batches: int, per_batch: int, due_ms: int, node_ids: list[str], partitions: int
+) -> list[tuple[int, bytes]]:
+    """(node index, body) as a client routing by partition would send them: each body
+    holds only topics of partitions its node owns once the cluster is balanced (the
+    preferred owners of ``cluster.leases``), the bodies in turn for each node."""
+    topics_of: list[list[str]] = [[] for _ in node_ids]
+    for i in range(TOPICS):
+        owner = preferred_owner(partition_of(f"t{i}", partitions), node_ids)
+        topics_of[node_ids.index(str(owner))].append(f"t{i}")
+    routed = []
+    for b in range(batches):
+        node = b % len(node_ids)
+        topics = topics_of[node]
+        timers = [
+            {"topic": topics[i % len(topics)], "id": f"b{b}-{i}", "deliver_at_ms": due_ms}
+            for i in range(per_batch)
+        ]
+        routed.append((node, json.dumps({"timers": timers}).encode()))
+    return routed
+
+
 async def post_all(urls: list[str], payloads: list[bytes], concurrency: int) -> tuple[float, int]:
     """Seconds to have every body acknowledged, and how many were sent again."""
-    queue = list(zip(itertools.cycle(urls), payloads, strict=False))
+    return await post_jobs(list(zip(itertools.cycle(urls), payloads, strict=False)), concurrency)
+
+
+async def post_jobs(jobs: list[tuple[str, bytes]], concurrency: int) -> tuple[float, int]:
+    """Seconds to have every (url, body) acknowledged, and how many were sent again."""
+    queue = list(jobs)
     resent = 0
     headers = {"Content-Type": "application/json"}
 
@@ -96,24 +130,33 @@ def pending_seen(url: str) -> int:
     raise RuntimeError(f"/v1/stats refused {RETRY_LIMIT} times: {answer.status_code}")
 
 
-def run_nodes(nodes: list[NodeProcess], payloads: list[bytes], concurrency: int) -> dict[str, Any]:
-    """Post every body to ``nodes``; the figures, and the pending count the last node sees
-    afterwards (every acknowledged timer must be there)."""
+def run_nodes(
+    nodes: list[NodeProcess], jobs: list[tuple[int, bytes]], concurrency: int
+) -> dict[str, Any]:
+    """Post every (node index, body) to its node; the figures, and the pending count the
+    last node sees afterwards (every acknowledged timer must be there)."""
     with running(nodes):
         balanced(nodes)  # no partition handed back while the bodies go in
-        seconds, resent = asyncio.run(post_all([n.url for n in nodes], payloads, concurrency))
+        urls = [nodes[i % len(nodes)].url for i, _ in jobs]
+        posts = list(zip(urls, [body for _, body in jobs], strict=True))
+        seconds, resent = asyncio.run(post_jobs(posts, concurrency))
         pending = pending_seen(nodes[-1].url)
     return {"seconds": seconds, "resent": resent, "pending": pending}
 
 
 def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Both sides get the same bodies: round-robin over the nodes, or with ``--routed``
+    each to the node owning its topics (the single node gets them all either way)."""
     due_ms = int(time.time() * 1000) + 3_600_000
-    payloads = bodies(args.batches, args.per_batch, due_ms)
     timers = args.batches * args.per_batch
-    single = run_nodes(single_node(root), payloads, args.concurrency)
+    if getattr(args, "routed", False):
+        jobs = routed_bodies(args.batches, args.per_batch, due_ms, node_ids(), PARTITIONS)
+    else:
+        jobs = list(enumerate(bodies(args.batches, args.per_batch, due_ms)))
+    single = run_nodes(single_node(root), jobs, args.concurrency)
     with NatsCluster(root / "nats") as servers:
         nodes = cluster_nodes(root, servers.urls, log_mirror=args.log_mirror == "on")
-        cluster = run_nodes(nodes, payloads, args.concurrency)
+        cluster = run_nodes(nodes, jobs, args.concurrency)
     single["timers_per_s"] = timers / single["seconds"]
     cluster["timers_per_s"] = timers / cluster["seconds"]
     return {
@@ -123,7 +166,8 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    result = measured(__doc__, measure, argv, ("--batches", 300))
+    routed = ("--routed", "each body only of topics its node owns, sent to that node")
+    result = measured(__doc__, measure, argv, ("--batches", 300), flags=[routed])
     print(f"single node: {result['single']['timers_per_s']:,.0f} timers/s")
     print(
         f"cluster of 3: {result['cluster']['timers_per_s']:,.0f} timers/s "

@@ -42,9 +42,14 @@ def cluster_nodes(
     """Nodes ``n0``, ``n1``, ... of a cluster on ``nats_urls``, under ``root/n<i>``."""
     env = {"TIMERSTORE_CLUSTER__LOG_MIRROR": "true" if log_mirror else "false"}
     return [
-        NodeProcess(f"n{i}", free_port(), root / f"n{i}", nats_urls, extra_env=env)
-        for i in range(count)
+        NodeProcess(node_id, free_port(), root / node_id, nats_urls, extra_env=env)
+        for node_id in node_ids(count)
     ]
+
+
+def node_ids(count: int = 3) -> list[str]:
+    """The ids ``cluster_nodes`` gives its nodes."""
+    return [f"n{i}" for i in range(count)]
 
 
 @contextmanager
@@ -135,11 +140,14 @@ def measured(
     measure: Callable[[Path, argparse.Namespace], dict[str, Any]],
     argv: list[str] | None,
     size: tuple[str, int],
+    flags: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
     """The command line of a cluster benchmark of bodies of timers (``size``: its option
-    for how many, and the default; ``--per-batch``, ``--concurrency``), measured in a
-    temporary directory."""
+    for how many, and the default; ``--per-batch``, ``--concurrency``; ``flags``: its own
+    on/off options, (name, help)), measured in a temporary directory."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    for name, text in flags:
+        parser.add_argument(name, action="store_true", help=text)
     parser.add_argument(size[0], type=int, default=size[1])
     parser.add_argument("--per-batch", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=6)
@@ -163,6 +171,7 @@ def side_by_side(
         "per_batch": args.per_batch,
         "concurrency": args.concurrency,
         "log_mirror": args.log_mirror,
+        "routed": getattr(args, "routed", False),
         "single": single,
         "cluster": cluster,
     }

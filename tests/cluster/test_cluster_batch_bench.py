@@ -5,11 +5,15 @@ computed from the two rates of the same run."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
 
-from bench.cluster_batch import measure
+from bench.cluster_batch import PARTITIONS, measure, routed_bodies
+from bench.cluster_nodes import node_ids
+from cluster.leases import preferred_owner
+from cluster.records import partition_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -23,3 +27,21 @@ def test_both_sides_hold_every_acknowledged_timer(tmp_path: Path) -> None:
     single, cluster = result["single"]["timers_per_s"], result["cluster"]["timers_per_s"]
     assert result["ratio"] == pytest.approx(cluster / single)
     assert single == pytest.approx(300 / result["single"]["seconds"])
+
+
+def test_routed_bodies_go_whole_to_the_owner_of_their_topics(tmp_path: Path) -> None:
+    """``--routed``: each body holds only topics of its node's partitions (the preferred
+    owners once balanced), every node gets bodies, and both sides still hold every
+    acknowledged timer."""
+    ids = node_ids()
+    routed = routed_bodies(6, 50, 1, ids, PARTITIONS)
+    assert sorted({node for node, _ in routed}) == [0, 1, 2]
+    for node, body in routed:
+        topics = {t["topic"] for t in json.loads(body)["timers"]}
+        owners = {preferred_owner(partition_of(t, PARTITIONS), ids) for t in topics}
+        assert owners == {ids[node]}, (node, topics)
+    args = argparse.Namespace(batches=6, per_batch=50, concurrency=3, log_mirror="off")
+    args.routed = True
+    result = measure(tmp_path, args)
+    assert result["routed"] is True
+    assert result["single"]["pending"] == result["cluster"]["pending"] == 300
