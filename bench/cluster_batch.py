@@ -41,7 +41,6 @@ from cluster.settings import ClusterSettings
 
 TOPICS = 64
 RETRY_LIMIT = 100
-PARTITIONS = ClusterSettings().partitions  # the nodes run with the default
 
 
 def bodies(batches: int, per_batch: int, due_ms: int) -> list[bytes]:
@@ -50,21 +49,8 @@ def bodies(batches: int, per_batch: int, due_ms: int) -> list[bytes]:
     Each timer has a client-made id: a body refused with a 503 while a partition moves
     may be stored in part (a batch is atomic per partition), and its resend then
     replaces those timers instead of adding them a second time under new ids."""
-    return [
-        json.dumps(
-            {
-                "timers": [
-                    {
-                        "topic": f"t{(b * per_batch + i) % TOPICS}",
-                        "id": f"b{b}-{i}",
-                        "deliver_at_ms": due_ms,
-                    }
-                    for i in range(per_batch)
-                ]
-            }
-        ).encode()
-        for b in range(batches)
-    ]
+    every = [f"t{i}" for i in range(TOPICS)]
+    return [_body(b, per_batch, due_ms, every, b * per_batch) for b in range(batches)]
 
 
 def routed_bodies(
@@ -77,16 +63,19 @@ def routed_bodies(
     for i in range(TOPICS):
         owner = preferred_owner(partition_of(f"t{i}", partitions), node_ids)
         topics_of[node_ids.index(str(owner))].append(f"t{i}")
-    routed = []
-    for b in range(batches):
-        node = b % len(node_ids)
-        topics = topics_of[node]
-        timers = [
-            {"topic": topics[i % len(topics)], "id": f"b{b}-{i}", "deliver_at_ms": due_ms}
-            for i in range(per_batch)
-        ]
-        routed.append((node, json.dumps({"timers": timers}).encode()))
-    return routed
+    return [
+        (b % len(node_ids), _body(b, per_batch, due_ms, topics_of[b % len(node_ids)], 0))
+        for b in range(batches)
+    ]
+
+
+def _body(b: int, per_batch: int, due_ms: int, topics: list[str], first: int) -> bytes:
+    """Body ``b``: timers ``b{b}-0``, ``b{b}-1``, ... over ``topics`` in turn from ``first``."""
+    timers = [
+        {"topic": topics[(first + i) % len(topics)], "id": f"b{b}-{i}", "deliver_at_ms": due_ms}
+        for i in range(per_batch)
+    ]
+    return json.dumps({"timers": timers}).encode()
 
 
 async def post_all(urls: list[str], payloads: list[bytes], concurrency: int) -> tuple[float, int]:
@@ -149,8 +138,9 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     each to the node owning its topics (the single node gets them all either way)."""
     due_ms = int(time.time() * 1000) + 3_600_000
     timers = args.batches * args.per_batch
-    if getattr(args, "routed", False):
-        jobs = routed_bodies(args.batches, args.per_batch, due_ms, node_ids(), PARTITIONS)
+    if args.routed:  # the nodes run with the default partition count
+        partitions = ClusterSettings().partitions
+        jobs = routed_bodies(args.batches, args.per_batch, due_ms, node_ids(), partitions)
     else:
         jobs = list(enumerate(bodies(args.batches, args.per_batch, due_ms)))
     single = run_nodes(single_node(root), jobs, args.concurrency)
@@ -161,6 +151,7 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     cluster["timers_per_s"] = timers / cluster["seconds"]
     return {
         **side_by_side(timers, args, single, cluster),
+        "routed": args.routed,
         "ratio": cluster["timers_per_s"] / single["timers_per_s"],
     }
 

@@ -171,7 +171,6 @@ def side_by_side(
         "per_batch": args.per_batch,
         "concurrency": args.concurrency,
         "log_mirror": args.log_mirror,
-        "routed": getattr(args, "routed", False),
         "single": single,
         "cluster": cluster,
     }

@@ -10,16 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from bench.cluster_batch import PARTITIONS, measure, routed_bodies
+from bench.cluster_batch import measure, routed_bodies
 from bench.cluster_nodes import node_ids
 from cluster.leases import preferred_owner
 from cluster.records import partition_of
+from cluster.settings import ClusterSettings
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 def test_both_sides_hold_every_acknowledged_timer(tmp_path: Path) -> None:
-    args = argparse.Namespace(batches=6, per_batch=50, concurrency=3, log_mirror="on")
+    args = argparse.Namespace(batches=6, per_batch=50, concurrency=3, log_mirror="on", routed=False)
     result = measure(tmp_path, args)
     assert result["timers"] == 300
     assert result["single"]["pending"] == 300
@@ -33,15 +34,14 @@ def test_routed_bodies_go_whole_to_the_owner_of_their_topics(tmp_path: Path) -> 
     """``--routed``: each body holds only topics of its node's partitions (the preferred
     owners once balanced), every node gets bodies, and both sides still hold every
     acknowledged timer."""
-    ids = node_ids()
-    routed = routed_bodies(6, 50, 1, ids, PARTITIONS)
+    ids, partitions = node_ids(), ClusterSettings().partitions
+    routed = routed_bodies(6, 50, 1, ids, partitions)
     assert sorted({node for node, _ in routed}) == [0, 1, 2]
     for node, body in routed:
         topics = {t["topic"] for t in json.loads(body)["timers"]}
-        owners = {preferred_owner(partition_of(t, PARTITIONS), ids) for t in topics}
+        owners = {preferred_owner(partition_of(t, partitions), ids) for t in topics}
         assert owners == {ids[node]}, (node, topics)
-    args = argparse.Namespace(batches=6, per_batch=50, concurrency=3, log_mirror="off")
-    args.routed = True
+    args = argparse.Namespace(batches=6, per_batch=50, concurrency=3, log_mirror="off", routed=True)
     result = measure(tmp_path, args)
     assert result["routed"] is True
     assert result["single"]["pending"] == result["cluster"]["pending"] == 300
