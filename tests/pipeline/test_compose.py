@@ -209,10 +209,13 @@ def test_the_offline_override_builds_on_the_local_base():
 
 def test_the_test_override_keeps_every_container_on_the_host_network():
     assert set(TEST) == set(SERVICES)  # the cluster profile's too (tests/docker runs it)
+    nodes = 0
     for name in CLUSTER:
         env = {k: str(v) for k, v in TEST[name].get("environment", {}).items()}
         addresses = [a for k, a in env.items() if k.startswith("TIMERSTORE_CLUSTER__")]
         assert all(a.count("//127.0.0.1:") == a.count("//") for a in addresses), (name, env)
+        nodes += "TIMERSTORE_CLUSTER__NATS_URLS" in env
+    assert nodes == 3  # the three nodes' NATS and advertise URLs were checked above
     for name, service in TEST.items():
         assert service["network_mode"] == "host", name
         command = " ".join(service.get("command", []))
