@@ -116,6 +116,40 @@ def test_a_killed_server_is_down_and_comes_back_with_its_timers(peer: PeerSystem
     assert peer.pending_ids() == {f"k{i}" for i in range(50)}
 
 
+def test_the_jetstream_reader_reads_on_when_its_consumer_is_gone(tmp_path: Path) -> None:
+    """A reader whose consumer vanished (deleted here; after a restart of the servers a
+    suite run saw one read nothing more) makes another and reads what fired since."""
+    import asyncio
+
+    import nats
+
+    system = open_peer("nats-r1", tmp_path / "js")
+    try:
+        system.start()
+        t = now_ms()
+        system.schedule([BenchTimer("a", t, b"x")], t)
+        wait_for(lambda: system.delivered() == 1, WAIT_S, "the first fired timer read")
+
+        async def delete_consumers() -> int:
+            nc = await nats.connect(system.servers.urls)  # type: ignore[attr-defined]
+            try:
+                js = nc.jetstream()
+                infos = await js.consumers_info("TIMERS")
+                for info in infos:
+                    await js.delete_consumer("TIMERS", info.name)
+                return len(infos)
+            finally:
+                await nc.close()
+
+        assert asyncio.run(delete_consumers()) == 1
+        t = now_ms()
+        system.schedule([BenchTimer("b", t, b"x")], t)
+        wait_for(lambda: system.delivered() == 2, WAIT_S, "the second fired timer read")
+        assert system.delivered_ids() == {"a", "b"}
+    finally:
+        system.close()
+
+
 def test_close_stops_the_server_even_when_the_system_fails(tmp_path: Path) -> None:
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is missing: `make test` installs it")
