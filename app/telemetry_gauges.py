@@ -27,6 +27,7 @@ from app.telemetry import MAX_GROUP_SERIES, MAX_TOPIC_SERIES, OTHER, PREFIX
 from storage.errors import StoreClosedError
 from storage.protocol import (
     StoreReadings,
+    SupportsForwarding,
     SupportsOwnedReadings,
     SupportsWriteHealth,
     TimerStore,
@@ -77,6 +78,8 @@ class ServiceGauges(Collector):
         yield from _store_gauges(readings)
         if isinstance(store, SupportsWriteHealth):
             yield from _write_health_gauges(store)
+        if isinstance(store, SupportsForwarding):
+            yield from _forwarding_counters(store)
         owned = isinstance(store, SupportsOwnedReadings)
         yield from _group_gauges(readings, self.source.groups, owned=owned)
         if self.source.engine is not None:
@@ -144,6 +147,18 @@ def _group_gauges(store: StoreReadings, groups: GroupOffsets, owned: bool) -> It
         lag.add_metric([OTHER, OTHER], sum(max(0, log_end.get(t, 0) - o) for (t, _), o in rest))
     yield committed
     yield lag
+
+
+def _forwarding_counters(store: SupportsForwarding) -> Iterator[Metric]:
+    forwarded = CounterMetricFamily(
+        f"{P}_cluster_forwarded_parts",
+        "Calls and batch parts this node sent to another node's partition owner, by method"
+        " (a client routing batches by partition keeps the schedule series near zero)",
+        labels=["method"],
+    )
+    for method, count in sorted(store.forwarded_parts().items()):
+        forwarded.add_metric([method], count)
+    yield forwarded
 
 
 def _write_health_gauges(store: SupportsWriteHealth) -> Iterator[Metric]:

@@ -20,6 +20,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from cluster.errors import PartitionMovedError
+from cluster.forwards import ForwardCounts
 from cluster.listing import by_partition, renumbered
 from cluster.local import write_parts
 from cluster.loop import LoopThread
@@ -45,6 +46,7 @@ class Batches:
         partition_of: Callable[[str], int],
         call: Call,
         fanout: ThreadPoolExecutor,
+        forwards: ForwardCounts,
     ) -> None:
         self.node_id = node_id
         self.loop = loop
@@ -53,6 +55,7 @@ class Batches:
         self.partition_of = partition_of
         self.call = call
         self.fanout = fanout
+        self.forwards = forwards
 
     def split(self, method: str, topics: list[str], items: Sequence[Any], *args: Any) -> list[Any]:
         """``method(part, *args)`` for each partition's part of ``items``; the answers put
@@ -71,6 +74,8 @@ class Batches:
     def run(self, method: str, calls: dict[int, Args]) -> dict[int, Any]:
         """Each partition's answer to ``method(*calls[partition])``, or its error."""
         owned, remote, unrouted = self._route(calls)
+        for parts in remote.values():
+            self.forwards.add(method, len(parts))
         sent = {
             owner: (send_parts(self.loop, self.client, owner, method, parts), parts)
             for owner, parts in remote.items()

@@ -22,6 +22,7 @@ import nats.errors
 from cluster import effects
 from cluster.batches import Batches
 from cluster.errors import PartitionMovedError
+from cluster.forwards import ForwardCounts
 from cluster.joining import ClusterParts, join
 from cluster.listing import by_partition, merged_topics, summed_counts, summed_stats, walk_pages
 from cluster.local import run_local
@@ -76,9 +77,11 @@ class ClusterStore:
         self.ownership.on_owned = self._owned
         self.fanout = ThreadPoolExecutor(max_workers=16, thread_name_prefix="ts-fanout")
         self.rpc = RpcServer(self.loop, self.client, self.node_id, self.ownership)
+        self.forwards = ForwardCounts()
         self.batches = Batches(
             self.node_id, self.loop, self.client, self.ownership,
             partition_of=self.partition, call=self.call, fanout=self.fanout,
+            forwards=self.forwards,
         )  # fmt: skip
         self._readings = OwnedReadings(self.ownership)
         self._closed = False
@@ -104,6 +107,7 @@ class ClusterStore:
                     return run_local(part, method, args)
                 owner = self.ownership.lease_holder(partition, fresh=moving is not None)
                 if owner is not None and owner != self.node_id:
+                    self.forwards.add(method)
                     return forward(self.loop, self.client, owner, method, partition, args)
                 moving = PartitionMovedError(f"partition {partition} has no owner yet")
             except PartitionMovedError as e:
@@ -111,6 +115,10 @@ class ClusterStore:
             if time.monotonic() >= give_up_at or self._closed:
                 raise moving
             time.sleep(0.05)
+
+    def forwarded_parts(self) -> dict[str, int]:
+        """Calls and batch parts sent to another node's partition owner, by method."""
+        return self.forwards.by_method()
 
     def each_partition(self, method: str, *args: Any) -> list[Any]:
         calls = [self.fanout.submit(self.call, p, method, *args) for p in range(self.partitions)]

@@ -170,6 +170,14 @@ class SupportsIngest(Protocol):
 
 
 @runtime_checkable
+class SupportsForwarding(Protocol):
+    """A cluster node's store: calls and batch parts it sent to another node's partition
+    owner since it started, by method."""
+
+    def forwarded_parts(self) -> dict[str, int]: ...
+
+
+@runtime_checkable
 class SupportsWriteHealth(Protocol):
     """A store that tells when its disk is full (the RocksDB store): a write then raises
     StoreFullError, and ``disk_full`` stays True until a write succeeds again."""
