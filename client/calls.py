@@ -8,7 +8,7 @@ are JSON, decoded straight into the Structs of ``client.models``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -20,6 +20,7 @@ from client.models import (
     BatchScheduled,
     Cancelled,
     CancelOutcome,
+    ClusterView,
     GroupList,
     GroupOffset,
     MessagePage,
@@ -52,6 +53,10 @@ class Call(Generic[T]):
     @property
     def headers(self) -> dict[str, str]:
         return {"Content-Type": self.content_type} if self.body is not None else {}
+
+    def at(self, base_url: str) -> Call[T]:
+        """This call sent to ``base_url`` instead of the client's (an absolute URL)."""
+        return replace(self, path=base_url.rstrip("/") + self.path)
 
 
 def http_options(api_key: str | None, timeout_s: float) -> dict[str, Any]:
@@ -118,6 +123,7 @@ _read_group = _reader(GroupOffset, 200)
 _read_groups = _reader(GroupList, 200)
 _read_replayed = _reader(Replayed, 200)
 _read_purged = _reader(Purged, 200)
+_read_cluster = _reader(ClusterView, 200)
 
 
 def _read_scheduled(status: int, body: bytes) -> Scheduled:
@@ -131,6 +137,10 @@ def schedule(spec: TimerSpec) -> Call[Scheduled]:
 def schedule_many(specs: Sequence[TimerSpec]) -> Call[BatchScheduled]:
     body = _ENCODER.encode({"timers": list(specs)})
     return Call("POST", "/v1/timers/batch", _read_batch, body=body)
+
+
+def cluster() -> Call[ClusterView]:
+    return Call("GET", "/v1/cluster", _read_cluster)
 
 
 def get(topic: str, timer_id: str) -> Call[Timer]:

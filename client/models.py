@@ -143,6 +143,30 @@ class Cancelled(msgspec.Struct, kw_only=True):
     state: str | None = None
 
 
+class PartitionOwner(msgspec.Struct, kw_only=True):
+    """A partition's owner; ``node_id`` None while no node holds its lease."""
+
+    partition: int
+    node_id: str | None
+    epoch: int
+
+
+class ClusterNode(msgspec.Struct, kw_only=True):
+    node_id: str
+    url: str
+    alive: bool
+
+
+class ClusterView(msgspec.Struct, kw_only=True):
+    """``GET /v1/cluster``: who owns which partition, and which nodes are alive (a single
+    node answers as one node owning every partition)."""
+
+    node_id: str
+    partitions: int
+    owners: list[PartitionOwner]
+    nodes: list[ClusterNode]
+
+
 class ProblemItem(msgspec.Struct, kw_only=True):
     field: str
     message: str

@@ -17,6 +17,7 @@ from client.calls import (
     resendable,
     timeout_of,
 )
+from client.errors import TimerStoreClientError
 from client.models import (
     BatchScheduled,
     Cancelled,
@@ -30,6 +31,7 @@ from client.models import (
     Topic,
     TopicList,
 )
+from client.routing import OwnerMap, Part, merged, split_by_owner
 
 T = TypeVar("T")
 
@@ -49,6 +51,7 @@ class TimerStoreClient:
         api_key: str | None = None,
         timeout_s: float = 10.0,
         transport: httpx.BaseTransport | None = None,
+        route_batches: bool = False,
     ) -> None:
         options = http_options(api_key, timeout_s)
         self._http = httpx.Client(base_url=base_url, transport=transport, **options)
@@ -58,6 +61,9 @@ class TimerStoreClient:
         if transport is None:
             self._polls = httpx.Client(base_url=base_url, limits=LONG_POLL_LIMITS, **options)
         self._timeout_s = timeout_s
+        self._route_batches = route_batches  # see client.routing
+        self._owners: OwnerMap | None = None
+        self._reaching: set[tuple[str, str]] = set()  # (url, node id) that answered as it
 
     def _send(self, call: Call[T]) -> T:
         try:
@@ -103,8 +109,45 @@ class TimerStoreClient:
         return self._send(calls.schedule(spec))
 
     def schedule_many(self, specs: Sequence[TimerSpec]) -> BatchScheduled:
-        """A batch, stored all together or not at all (InvalidInput lists every bad one)."""
-        return self._send(calls.schedule_many(specs))
+        """A batch, stored all together or not at all (InvalidInput lists every bad one).
+
+        With ``route_batches`` (for a cluster) each partition owner's part goes straight
+        to it, and each part is stored all or nothing on its own (see ``client.routing``).
+        """
+        if not self._route_batches or not specs:
+            return self._send(calls.schedule_many(specs))
+        parts = split_by_owner(specs, self._owner_map())
+        answers = [self._send_part(p) for p in parts]
+        return merged(parts, answers)
+
+    def _owner_map(self) -> OwnerMap:
+        """The owners, read again once stale; a URL is used once it answered as its node."""
+        if self._owners is None or not self._owners.fresh:
+            owners = OwnerMap.of(self._send(calls.cluster()))
+            for url, node in owners.node_of.items():
+                if (url, node) not in self._reaching and self._answers_as(url, node):
+                    self._reaching.add((url, node))  # (one that did not is asked again)
+            self._owners = owners.reaching(lambda u: (u, owners.node_of[u]) in self._reaching)
+        return self._owners
+
+    def _answers_as(self, url: str, node_id: str) -> bool:
+        try:
+            return (self._send(calls.cluster().at(url))).node_id == node_id
+        except (httpx.TransportError, TimerStoreClientError):
+            return False
+
+    def _send_part(self, part: Part) -> BatchScheduled | TimerStoreClientError:
+        """One owner's part; a refusal is returned (``merged`` raises the first)."""
+        call = calls.schedule_many(part.specs)
+        try:
+            if part.url is not None:
+                try:
+                    return self._send(call.at(part.url))
+                except httpx.ConnectError:  # nothing sent: any node takes it instead
+                    self._owners = (self._owner_map()).without(part.url)
+            return self._send(call)
+        except TimerStoreClientError as refused:
+            return refused
 
     def get(self, topic: str, timer_id: str) -> Timer:
         return self._send(calls.get(topic, timer_id))

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from client import TimerSpec, TimerStoreClient, Unavailable, spec
 from cluster.natsd import NatsCluster
 from cluster.node_process import NodeProcess
 from tests.cluster.conftest import StartNodes
@@ -28,6 +29,7 @@ from tests.cluster.e2e import (
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+HOUR_MS = 3_600_000
 CANDIDATES = [f"k-{i}" for i in range(96)]
 Due = dict[tuple[str, str], int]
 
@@ -101,9 +103,29 @@ def test_sigkill_of_an_owner_mid_delivery_loses_and_repeats_nothing(
         r = httpx.delete(f"{n1.url}/v1/timers/{t['topic']}/{t['id']}", timeout=30)
         assert r.status_code == 204, r.text
     first_delivery(n0.url, topics[:4])
-    victim.kill()
+    with TimerStoreClient(n0.url, route_batches=True, timeout_s=30) as routed:
+        routed.schedule_many([spec(t, id="routed", delay_ms=HOUR_MS) for t in topics])
+        victim.kill()
+        routed_through_any_node(routed, [spec(t, id="late", delay_ms=HOUR_MS) for t in topics])
     wait_for("no partition owned by the killed node", lambda: owns_none(n0.url, victim.node_id))
     delivered_once(n1.url, expected_of(due), due)
+    for t in topics:
+        for timer_id in ("routed", "late"):
+            got = httpx.get(f"{n1.url}/v1/timers/{t}/{timer_id}", timeout=30)
+            assert got.status_code == 200 and got.json()["state"] == "pending", got.text
+
+
+def routed_through_any_node(routed: TimerStoreClient, specs: list[TimerSpec]) -> None:
+    """A routing client whose owner map still names the killed node: that URL refuses
+    the connection, so its part goes to the client's node, which forwards it once a new
+    owner holds the partitions (a 503 until then; sent again, bounded: same ids)."""
+    for _ in range(30):
+        try:
+            routed.schedule_many(specs)
+            return
+        except Unavailable:
+            continue  # each try waits up to 3 s at the forwarding node for an owner
+    raise AssertionError("the killed node's part was not stored through another node")
 
 
 def test_sigkill_of_a_nats_server_loses_no_acknowledged_write(

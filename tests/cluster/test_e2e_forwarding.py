@@ -4,6 +4,7 @@ is the single node's (read your writes, truthful cancel, one delivery into the t
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from client import AsyncTimerStoreClient, InvalidInput, TimerSpec, TimerStoreClient, spec
 from cluster.node_process import NodeProcess
 from cluster.records import partition_of
 from tests.cluster.e2e import full_log, owners, schedule_batch, view, wait_for
@@ -143,6 +145,56 @@ def test_each_node_reports_the_partitions_it_owns_and_together_they_are_the_clus
 
     scheduled_s = time.time()
     wait_for("the nodes' snapshots to add up to the cluster's pending", snapshots_add_up)
+
+
+def _forwarded(nodes: list[NodeProcess]) -> float:
+    """Batch parts and calls of ``schedule`` forwarded to an owner, summed over the nodes."""
+    name = "timerstore_cluster_forwarded_parts"
+    return sum(_gauges(n.url, name, "method").get("schedule", 0.0) for n in nodes)
+
+
+def test_a_routing_client_sends_each_owner_its_part_and_nothing_is_forwarded(
+    cluster_nodes: list[NodeProcess],
+) -> None:
+    topics = [f"routed-{i}" for i in range(24)]
+    specs = [spec(t, id=f"r{k}", delay_ms=3_600_000) for k in range(5) for t in topics]
+    first = cluster_nodes[0].url
+    with TimerStoreClient(first, route_batches=True, timeout_s=30) as routed:
+        for _ in range(3):  # again if a partition moved meanwhile (then parts are forwarded)
+            owners_before, before = owners(first), _forwarded(cluster_nodes)
+            done = routed.schedule_many(specs)
+            after = _forwarded(cluster_nodes)
+            if owners(first) == owners_before:
+                break
+        assert after == before
+    assert [(t.topic, t.id) for t in done.timers] == [(s.topic, s.id) for s in specs]
+    for node in cluster_nodes:  # read your writes, from every node
+        for t in topics[:6]:
+            got = httpx.get(f"{node.url}/v1/timers/{t}/r4", timeout=30)
+            assert got.status_code == 200 and got.json()["state"] == "pending", got.text
+    with TimerStoreClient(first, timeout_s=30) as plain:  # the counter counts forwards
+        plain.schedule_many([spec(t, id="plain", delay_ms=3_600_000) for t in topics])
+    assert _forwarded(cluster_nodes) > after
+
+
+def test_a_routed_batch_refused_in_one_part_names_the_item_as_in_the_batch(
+    cluster_nodes: list[NodeProcess],
+) -> None:
+    """Each owner's part is stored or refused on its own; the refusal names the item by
+    its index in the whole batch, not in its part."""
+    specs = [spec(f"routed-{i}", id="x", delay_ms=3_600_000) for i in range(24)]
+    specs.append(TimerSpec(topic="routed-5", id="no-time"))  # neither deliver_at nor delay
+
+    async def send() -> InvalidInput:
+        url = cluster_nodes[1].url
+        async with AsyncTimerStoreClient(url, route_batches=True, timeout_s=30) as ts:
+            with pytest.raises(InvalidInput) as raised:
+                await ts.schedule_many(specs)
+            return raised.value
+
+    refused = asyncio.run(send())
+    assert [p.index for p in refused.problems] == [24]
+    assert all(p.field.startswith("timers[24]") for p in refused.problems)
 
 
 def test_the_admin_ingest_is_refused_in_a_cluster(cluster_nodes: list[NodeProcess]) -> None:
