@@ -33,6 +33,9 @@ from bench.cluster_nodes import (
     write_result,
 )
 from bench.cluster_takeover import balanced
+from client import calls
+from client.models import TimerSpec
+from client.routing import OwnerMap, split_by_owner
 from cluster.leases import preferred_owner
 from cluster.natsd import NatsCluster
 from cluster.node_process import NodeProcess
@@ -69,6 +72,40 @@ def routed_bodies(
     ]
 
 
+def client_specs(b: int, per_batch: int, due_ms: int) -> list[TimerSpec]:
+    """Batch ``b`` as the client's TimerSpecs: the timers of ``_body`` (the same topics)."""
+    topic_of = [f"t{i}" for i in range(TOPICS)]
+    return [
+        TimerSpec(topic=topic_of[i % TOPICS], id=f"b{b}-{i}", deliver_at_ms=due_ms)
+        for i in range(per_batch)
+    ]
+
+
+def client_bodies(
+    batches: int, per_batch: int, due_ms: int, node_ids: list[str], partitions: int
+) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]]]:
+    """(node index, body) for the single node (each batch whole) and for the cluster (each
+    batch split by ``client.routing`` over the preferred owners, as the cluster is once
+    balanced), each body encoded by the client."""
+    owner_of = [str(node_ids.index(str(preferred_owner(p, node_ids)))) for p in range(partitions)]
+    owners = OwnerMap(tuple(owner_of), {}, time.monotonic())
+    whole: list[tuple[int, bytes]] = []
+    split: list[tuple[int, bytes]] = []
+    for b in range(batches):
+        specs = client_specs(b, per_batch, due_ms)
+        whole.append((0, _client_body(specs)))
+        split.extend(
+            (int(str(p.url)), _client_body(p.specs)) for p in split_by_owner(specs, owners)
+        )
+    return whole, split
+
+
+def _client_body(specs: list[TimerSpec]) -> bytes:
+    body = calls.schedule_many(specs).body
+    assert body is not None
+    return body
+
+
 def _body(b: int, per_batch: int, due_ms: int, topics: list[str], first: int) -> bytes:
     """Body ``b``: timers ``b{b}-0``, ``b{b}-1``, ... over ``topics`` in turn from ``first``."""
     timers = [
@@ -83,11 +120,13 @@ async def post_all(urls: list[str], payloads: list[bytes], concurrency: int) -> 
     return await post_jobs(list(zip(itertools.cycle(urls), payloads, strict=False)), concurrency)
 
 
-async def post_jobs(jobs: list[tuple[str, bytes]], concurrency: int) -> tuple[float, int]:
+async def post_jobs(
+    jobs: list[tuple[str, bytes]], concurrency: int, content_type: str = "application/json"
+) -> tuple[float, int]:
     """Seconds to have every (url, body) acknowledged, and how many were sent again."""
     queue = list(jobs)
     resent = 0
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": content_type}
 
     async def worker(client: httpx.AsyncClient) -> None:
         nonlocal resent
@@ -120,7 +159,10 @@ def pending_seen(url: str) -> int:
 
 
 def run_nodes(
-    nodes: list[NodeProcess], jobs: list[tuple[int, bytes]], concurrency: int
+    nodes: list[NodeProcess],
+    jobs: list[tuple[int, bytes]],
+    concurrency: int,
+    content_type: str = "application/json",
 ) -> dict[str, Any]:
     """Post every (node index, body) to its node; the figures, and the pending count the
     last node sees afterwards (every acknowledged timer must be there)."""
@@ -128,37 +170,45 @@ def run_nodes(
         balanced(nodes)  # no partition handed back while the bodies go in
         urls = [nodes[i % len(nodes)].url for i, _ in jobs]
         posts = list(zip(urls, [body for _, body in jobs], strict=True))
-        seconds, resent = asyncio.run(post_jobs(posts, concurrency))
+        seconds, resent = asyncio.run(post_jobs(posts, concurrency, content_type))
         pending = pending_seen(nodes[-1].url)
     return {"seconds": seconds, "resent": resent, "pending": pending}
 
 
 def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Both sides get the same bodies: round-robin over the nodes, or with ``--routed``
-    each to the node owning its topics (the single node gets them all either way)."""
+    """The same batches on both sides: bodies round-robin over the nodes, or with
+    ``--routed`` each to the node owning its topics (the single node gets them all either
+    way), or with ``--client-routing`` as the client sends them to each."""
     due_ms = int(time.time() * 1000) + 3_600_000
     timers = args.batches * args.per_batch
-    if args.routed:  # the nodes run with the default partition count
-        partitions = ClusterSettings().partitions
-        jobs = routed_bodies(args.batches, args.per_batch, due_ms, node_ids(), partitions)
+    partitions = ClusterSettings().partitions  # the nodes run with the default count
+    content_type = "application/json"
+    if args.client_routing:
+        content_type = "application/msgpack"
+        whole, split = client_bodies(args.batches, args.per_batch, due_ms, node_ids(), partitions)
+    elif args.routed:
+        whole = split = routed_bodies(args.batches, args.per_batch, due_ms, node_ids(), partitions)
     else:
-        jobs = list(enumerate(bodies(args.batches, args.per_batch, due_ms)))
-    single = run_nodes(single_node(root), jobs, args.concurrency)
+        whole = split = list(enumerate(bodies(args.batches, args.per_batch, due_ms)))
+    single = run_nodes(single_node(root), whole, args.concurrency, content_type)
     with NatsCluster(root / "nats") as servers:
         nodes = cluster_nodes(root, servers.urls, log_mirror=args.log_mirror == "on")
-        cluster = run_nodes(nodes, jobs, args.concurrency)
+        cluster = run_nodes(nodes, split, args.concurrency, content_type)
     single["timers_per_s"] = timers / single["seconds"]
     cluster["timers_per_s"] = timers / cluster["seconds"]
+    cluster["bodies"] = len(split)
     return {
         **side_by_side(timers, args, single, cluster),
         "routed": args.routed,
+        "client_routing": args.client_routing,
         "ratio": cluster["timers_per_s"] / single["timers_per_s"],
     }
 
 
 def main(argv: list[str] | None = None) -> None:
     routed = ("--routed", "each body only of topics its node owns, sent to that node")
-    result = measured(__doc__, measure, argv, ("--batches", 300), flags=[routed])
+    client = ("--client-routing", "each batch split by owner as client.routing splits it")
+    result = measured(__doc__, measure, argv, ("--batches", 300), flags=[routed, client])
     print(f"single node: {result['single']['timers_per_s']:,.0f} timers/s")
     print(
         f"cluster of 3: {result['cluster']['timers_per_s']:,.0f} timers/s "

@@ -8,9 +8,10 @@ import argparse
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from bench.cluster_batch import measure, routed_bodies
+from bench.cluster_batch import client_bodies, measure, routed_bodies
 from bench.cluster_nodes import node_ids
 from cluster.leases import preferred_owner
 from cluster.records import partition_of
@@ -20,7 +21,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 def test_both_sides_hold_every_acknowledged_timer(tmp_path: Path) -> None:
-    args = argparse.Namespace(batches=6, per_batch=50, concurrency=3, log_mirror="on", routed=False)
+    args = argparse.Namespace(
+        batches=6, per_batch=50, concurrency=3, log_mirror="on", routed=False, client_routing=False
+    )
     result = measure(tmp_path, args)
     assert result["timers"] == 300
     assert result["single"]["pending"] == 300
@@ -41,7 +44,29 @@ def test_routed_bodies_go_whole_to_the_owner_of_their_topics(tmp_path: Path) -> 
         topics = {t["topic"] for t in json.loads(body)["timers"]}
         owners = {preferred_owner(partition_of(t, partitions), ids) for t in topics}
         assert owners == {ids[node]}, (node, topics)
-    args = argparse.Namespace(batches=6, per_batch=50, concurrency=3, log_mirror="off", routed=True)
+    args = argparse.Namespace(
+        batches=6, per_batch=50, concurrency=3, log_mirror="off", routed=True, client_routing=False
+    )
     result = measure(tmp_path, args)
     assert result["routed"] is True
+    assert result["single"]["pending"] == result["cluster"]["pending"] == 300
+
+
+def test_client_routing_splits_each_batch_by_owner_as_the_client_does(tmp_path: Path) -> None:
+    """``--client-routing``: the single node gets each batch whole, the cluster one body
+    per owner, each only of that owner's topics (msgpack, the client's encoding), and
+    both sides hold every acknowledged timer."""
+    ids, partitions = node_ids(), ClusterSettings().partitions
+    whole, split = client_bodies(6, 50, 1, ids, partitions)
+    assert len(whole) == 6 and len(split) == 18  # 50 timers over 64 topics: all 3 owners
+    for node, body in split:
+        topics = {t["topic"] for t in msgspec.msgpack.decode(body)["timers"]}
+        owners = {preferred_owner(partition_of(t, partitions), ids) for t in topics}
+        assert owners == {ids[node]}, (node, topics)
+    assert sum(len(msgspec.msgpack.decode(b)["timers"]) for _, b in split) == 300
+    args = argparse.Namespace(
+        batches=6, per_batch=50, concurrency=3, log_mirror="off", routed=False, client_routing=True
+    )
+    result = measure(tmp_path, args)
+    assert result["client_routing"] is True and result["cluster"]["bodies"] == 18
     assert result["single"]["pending"] == result["cluster"]["pending"] == 300
