@@ -43,6 +43,7 @@ from cluster.records import partition_of
 from cluster.settings import ClusterSettings
 
 TOPICS = 64
+Batch = list[tuple[int, bytes]]  # (node index, body) of each body a batch is sent as
 RETRY_LIMIT = 100
 
 
@@ -83,20 +84,19 @@ def client_specs(b: int, per_batch: int, due_ms: int) -> list[TimerSpec]:
 
 def client_bodies(
     batches: int, per_batch: int, due_ms: int, node_ids: list[str], partitions: int
-) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]]]:
-    """(node index, body) for the single node (each batch whole) and for the cluster (each
-    batch split by ``client.routing`` over the preferred owners, as the cluster is once
-    balanced), each body encoded by the client."""
+) -> tuple[list[Batch], list[Batch]]:
+    """Each batch for the single node (one body) and for the cluster (one body per owner,
+    split by ``client.routing`` over the preferred owners, as the cluster is once
+    balanced), each body encoded by the client: [(node index, body), ...] per batch."""
     owner_of = [str(node_ids.index(str(preferred_owner(p, node_ids)))) for p in range(partitions)]
     owners = OwnerMap(tuple(owner_of), {}, time.monotonic())
-    whole: list[tuple[int, bytes]] = []
-    split: list[tuple[int, bytes]] = []
+    whole: list[Batch] = []
+    split: list[Batch] = []
     for b in range(batches):
         specs = client_specs(b, per_batch, due_ms)
-        whole.append((0, _client_body(specs)))
-        split.extend(
-            (int(str(p.url)), _client_body(p.specs)) for p in split_by_owner(specs, owners)
-        )
+        whole.append([(0, _client_body(specs))])
+        parts = split_by_owner(specs, owners)
+        split.append([(int(str(p.url)), _client_body(p.specs)) for p in parts])
     return whole, split
 
 
@@ -117,31 +117,38 @@ def _body(b: int, per_batch: int, due_ms: int, topics: list[str], first: int) ->
 
 async def post_all(urls: list[str], payloads: list[bytes], concurrency: int) -> tuple[float, int]:
     """Seconds to have every body acknowledged, and how many were sent again."""
-    return await post_jobs(list(zip(itertools.cycle(urls), payloads, strict=False)), concurrency)
+    jobs = [[job] for job in zip(itertools.cycle(urls), payloads, strict=False)]
+    return await post_jobs(jobs, concurrency)
 
 
 async def post_jobs(
-    jobs: list[tuple[str, bytes]], concurrency: int, content_type: str = "application/json"
+    batches: list[list[tuple[str, bytes]]],
+    concurrency: int,
+    content_type: str = "application/json",
 ) -> tuple[float, int]:
-    """Seconds to have every (url, body) acknowledged, and how many were sent again."""
-    queue = list(jobs)
+    """Seconds to have every batch acknowledged, and how many bodies were sent again.
+
+    A batch is one body, or the parts a routing client splits it into, sent at once as
+    the async client sends them; ``concurrency`` batches are in flight."""
+    queue = list(batches)
     resent = 0
     headers = {"Content-Type": content_type}
 
-    async def worker(client: httpx.AsyncClient) -> None:
+    async def post(client: httpx.AsyncClient, url: str, body: bytes) -> None:
         nonlocal resent
-        while queue:
-            url, body = queue.pop()
-            for _ in range(RETRY_LIMIT):
-                answer = await client.post(f"{url}/v1/timers/batch", content=body, headers=headers)
-                if answer.is_success:
-                    break
-                resent += 1
-                await asyncio.sleep(0.2)
-            else:
-                raise RuntimeError(f"refused {RETRY_LIMIT} times: {answer.status_code}")
+        for _ in range(RETRY_LIMIT):
+            answer = await client.post(f"{url}/v1/timers/batch", content=body, headers=headers)
+            if answer.is_success:
+                return
+            resent += 1
+            await asyncio.sleep(0.2)
+        raise RuntimeError(f"refused {RETRY_LIMIT} times: {answer.status_code}")
 
-    limits = httpx.Limits(max_connections=concurrency)
+    async def worker(client: httpx.AsyncClient) -> None:
+        while queue:
+            await asyncio.gather(*(post(client, url, body) for url, body in queue.pop()))
+
+    limits = httpx.Limits(max_connections=None)
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:
         started = time.perf_counter()
         await asyncio.gather(*(worker(client) for _ in range(concurrency)))
@@ -160,16 +167,15 @@ def pending_seen(url: str) -> int:
 
 def run_nodes(
     nodes: list[NodeProcess],
-    jobs: list[tuple[int, bytes]],
+    batches: list[Batch],
     concurrency: int,
     content_type: str = "application/json",
 ) -> dict[str, Any]:
-    """Post every (node index, body) to its node; the figures, and the pending count the
+    """Post every batch's bodies to their nodes; the figures, and the pending count the
     last node sees afterwards (every acknowledged timer must be there)."""
     with running(nodes):
         balanced(nodes)  # no partition handed back while the bodies go in
-        urls = [nodes[i % len(nodes)].url for i, _ in jobs]
-        posts = list(zip(urls, [body for _, body in jobs], strict=True))
+        posts = [[(nodes[i % len(nodes)].url, body) for i, body in batch] for batch in batches]
         seconds, resent = asyncio.run(post_jobs(posts, concurrency, content_type))
         pending = pending_seen(nodes[-1].url)
     return {"seconds": seconds, "resent": resent, "pending": pending}
@@ -183,20 +189,22 @@ def measure(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     timers = args.batches * args.per_batch
     partitions = ClusterSettings().partitions  # the nodes run with the default count
     content_type = "application/json"
+    whole: list[Batch]
     if args.client_routing:
         content_type = "application/msgpack"
         whole, split = client_bodies(args.batches, args.per_batch, due_ms, node_ids(), partitions)
     elif args.routed:
-        whole = split = routed_bodies(args.batches, args.per_batch, due_ms, node_ids(), partitions)
+        routed = routed_bodies(args.batches, args.per_batch, due_ms, node_ids(), partitions)
+        whole = split = [[job] for job in routed]
     else:
-        whole = split = list(enumerate(bodies(args.batches, args.per_batch, due_ms)))
+        whole = split = [[job] for job in enumerate(bodies(args.batches, args.per_batch, due_ms))]
     single = run_nodes(single_node(root), whole, args.concurrency, content_type)
     with NatsCluster(root / "nats") as servers:
         nodes = cluster_nodes(root, servers.urls, log_mirror=args.log_mirror == "on")
         cluster = run_nodes(nodes, split, args.concurrency, content_type)
     single["timers_per_s"] = timers / single["seconds"]
     cluster["timers_per_s"] = timers / cluster["seconds"]
-    cluster["bodies"] = len(split)
+    cluster["bodies"] = sum(len(batch) for batch in split)
     return {
         **side_by_side(timers, args, single, cluster),
         "routed": args.routed,

@@ -58,12 +58,17 @@ def test_client_routing_splits_each_batch_by_owner_as_the_client_does(tmp_path: 
     both sides hold every acknowledged timer."""
     ids, partitions = node_ids(), ClusterSettings().partitions
     whole, split = client_bodies(6, 50, 1, ids, partitions)
-    assert len(whole) == 6 and len(split) == 18  # 50 timers over 64 topics: all 3 owners
-    for node, body in split:
-        topics = {t["topic"] for t in msgspec.msgpack.decode(body)["timers"]}
-        owners = {preferred_owner(partition_of(t, partitions), ids) for t in topics}
-        assert owners == {ids[node]}, (node, topics)
-    assert sum(len(msgspec.msgpack.decode(b)["timers"]) for _, b in split) == 300
+    assert [len(batch) for batch in whole] == [1] * 6
+    assert [len(batch) for batch in split] == [3] * 6  # 50 timers over 64 topics: 3 owners
+    for batch, (_, body) in zip(split, (b[0] for b in whole), strict=True):
+        items = []
+        for node, part in batch:
+            timers = msgspec.msgpack.decode(part)["timers"]
+            owners = {preferred_owner(partition_of(t["topic"], partitions), ids) for t in timers}
+            assert owners == {ids[node]}, (node, timers)
+            items += timers
+        whole_items = msgspec.msgpack.decode(body)["timers"]
+        assert sorted(items, key=str) == sorted(whole_items, key=str)  # the same timers
     args = argparse.Namespace(
         batches=6, per_batch=50, concurrency=3, log_mirror="off", routed=False, client_routing=True
     )
