@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import nats
 from nats.aio.client import Client
 from nats.js import JetStreamContext, api
+from nats.js.errors import NoStreamResponseError
 
 from bench.systems.base import BenchTimer
 from bench.systems.natsd import NatsServers
@@ -38,6 +39,7 @@ DUE_HEADER = "Bench-Due"
 IN_FLIGHT = 20_000  # publish_async acks outstanding
 FETCH = 1000
 READER_STOP_S = 5.0
+PUBLISH_TRIES = 50  # 10 s of publishes that reach no stream
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
@@ -134,16 +136,34 @@ class JetStreamSystem(PeerSystem):
         self._call(self._publish(timers))
 
     async def _publish(self, timers: Sequence[BenchTimer]) -> None:
+        """Publish every timer and wait for every ack: the batch is acknowledged then.
+
+        A publish answered "no responders" reached no stream (an R3 stream electing its
+        leader, just made or restarted: a suite run met it after the stream's info named
+        a leader), so nothing was stored and it is sent again, bounded."""
+        todo = list(timers)
+        for _ in range(PUBLISH_TRIES):
+            answers = await asyncio.gather(
+                *[await self._publish_one(t) for t in todo], return_exceptions=True
+            )
+            failed = [e for e in answers if isinstance(e, BaseException)]
+            if any(not isinstance(e, NoStreamResponseError) for e in failed):
+                raise next(e for e in failed if not isinstance(e, NoStreamResponseError))
+            todo = [t for t, a in zip(todo, answers, strict=True) if isinstance(a, BaseException)]
+            if not todo:
+                return
+            log.warning("jetstream: %d publishes reached no stream; again", len(todo))
+            await asyncio.sleep(0.2)
+        raise NoStreamResponseError
+
+    async def _publish_one(self, t: BenchTimer) -> asyncio.Future[Any]:
         assert self.js is not None
-        futures = []
-        for t in timers:
-            headers = {
-                "Nats-Schedule": "@at " + rfc3339_ms(t.deliver_at_ms),
-                "Nats-Schedule-Target": TARGET,
-                DUE_HEADER: str(t.deliver_at_ms),
-            }
-            futures.append(await self.js.publish_async(f"sched.{t.id}", t.payload, headers=headers))
-        await asyncio.gather(*futures)  # every ack in: the batch is acknowledged
+        headers = {
+            "Nats-Schedule": "@at " + rfc3339_ms(t.deliver_at_ms),
+            "Nats-Schedule-Target": TARGET,
+            DUE_HEADER: str(t.deliver_at_ms),
+        }
+        return await self.js.publish_async(f"sched.{t.id}", t.payload, headers=headers)
 
     def cancel(self, ids: Sequence[str]) -> int:
         return self._call(self._purge(ids))

@@ -150,6 +150,49 @@ def test_the_jetstream_reader_reads_on_when_its_consumer_is_gone(tmp_path: Path)
         system.close()
 
 
+def test_jetstream_publishes_that_reach_no_stream_are_sent_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A publish answered "no responders" stored nothing (the stream was electing its
+    leader in a suite run; here it is gone): it is sent again until the stream is back."""
+    import asyncio
+    import threading
+
+    import nats
+    from nats.js import api
+
+    system = open_peer("nats-r1", tmp_path / "js")
+    urls = system.servers.urls  # type: ignore[attr-defined]
+
+    async def on_stream(delete: bool) -> None:
+        nc = await nats.connect(urls)
+        try:
+            js = nc.jetstream()
+            if delete:
+                await js.delete_stream("TIMERS")
+            else:
+                config = api.StreamConfig(
+                    name="TIMERS", subjects=["sched.>", "due.>"], allow_msg_schedules=True
+                )
+                await js.add_stream(config)
+        finally:
+            await nc.close()
+
+    try:
+        asyncio.run(on_stream(delete=True))
+        t = now_ms()
+        sent = threading.Thread(target=system.schedule, args=(batch("n", 20, t + 3_600_000), t))
+        with caplog.at_level("WARNING", logger="bench.systems.jetstream"):
+            sent.start()
+            wait_for(lambda: "reached no stream" in caplog.text, WAIT_S, "a publish refused")
+            asyncio.run(on_stream(delete=False))
+            sent.join(WAIT_S)
+        assert not sent.is_alive()
+        assert system.pending_ids() == {f"n{i}" for i in range(20)}
+    finally:
+        system.close()
+
+
 def test_close_stops_the_server_even_when_the_system_fails(tmp_path: Path) -> None:
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is missing: `make test` installs it")
