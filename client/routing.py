@@ -7,7 +7,10 @@ three nodes. A client that knows the partition function and the owners (``GET
 /v1/cluster``) sends each owner its part itself, as Kafka's and Redis Cluster's clients
 do; a stale map costs nothing but the hop again, since a node forwards what it does not
 own. The partition function is the server's (``cluster.records.partition_of``, part of
-the cluster's documented contract): ``crc32(topic) % partitions``.
+the cluster's documented contract): ``crc32(topic) % partitions``. It pays when each
+owner's part stays large (about 1,000 timers or more): a node's cost is mostly a
+JetStream record per partition a request touches, so parts of a few hundred gain nothing
+over the hop they save (docs/cluster.md, "Throughput against a single node").
 
 An advertised URL is used only once its own ``GET /v1/cluster`` answered as the node it
 is said to be (``http://0.0.0.0:8080`` seen from another machine would reach a server
@@ -52,7 +55,7 @@ class Part:
 @dataclass(frozen=True)
 class OwnerMap:
     """Each partition's owner URL (None: no live owner known), as read at ``read_at_s``;
-    ``node_of`` names the node each URL should answer as (see ``answers_as``)."""
+    ``node_of`` names the node each URL should answer as (the clients check it)."""
 
     urls: tuple[str | None, ...]
     node_of: dict[str, str]
