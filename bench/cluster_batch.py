@@ -74,10 +74,9 @@ def routed_bodies(
 
 
 def client_specs(b: int, per_batch: int, due_ms: int) -> list[TimerSpec]:
-    """Batch ``b`` as the client's TimerSpecs: the timers of ``_body`` (the same topics)."""
-    topic_of = [f"t{i}" for i in range(TOPICS)]
+    """Batch ``b`` as the client's TimerSpecs: the timers of ``bodies``' body ``b``."""
     return [
-        TimerSpec(topic=topic_of[i % TOPICS], id=f"b{b}-{i}", deliver_at_ms=due_ms)
+        TimerSpec(topic=f"t{(b * per_batch + i) % TOPICS}", id=f"b{b}-{i}", deliver_at_ms=due_ms)
         for i in range(per_batch)
     ]
 

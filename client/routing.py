@@ -64,11 +64,13 @@ class OwnerMap:
     @classmethod
     def of(cls, view: ClusterView) -> OwnerMap:
         """The owners of ``view``; a single node's map routes nothing (one node: no hop)."""
-        alive = {n.node_id: n.url for n in view.nodes if n.alive and n.url}
         urls: list[str | None] = [None] * view.partitions
-        routed = [o for o in view.owners if 0 <= o.partition < view.partitions and o.node_id]
-        for owner in routed if len(view.nodes) > 1 else []:
-            urls[owner.partition] = alive.get(str(owner.node_id))
+        if len(view.nodes) <= 1:
+            return cls(tuple(urls), {}, time.monotonic())
+        alive = {n.node_id: n.url for n in view.nodes if n.alive and n.url}
+        for owner in view.owners:
+            if owner.node_id is not None and 0 <= owner.partition < view.partitions:
+                urls[owner.partition] = alive.get(owner.node_id)
         node_of = {url: node for node, url in alive.items()}
         return cls(tuple(urls), node_of, time.monotonic())
 

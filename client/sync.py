@@ -144,7 +144,7 @@ class TimerStoreClient:
                 try:
                     return self._send(call.at(part.url))
                 except httpx.ConnectError:  # nothing sent: any node takes it instead
-                    self._owners = (self._owner_map()).without(part.url)
+                    self._owners = self._owner_map().without(part.url)
             return self._send(call)
         except TimerStoreClientError as refused:
             return refused

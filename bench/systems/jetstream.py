@@ -146,9 +146,11 @@ class JetStreamSystem(PeerSystem):
             answers = await asyncio.gather(
                 *[await self._publish_one(t) for t in todo], return_exceptions=True
             )
-            failed = [e for e in answers if isinstance(e, BaseException)]
-            if any(not isinstance(e, NoStreamResponseError) for e in failed):
-                raise next(e for e in failed if not isinstance(e, NoStreamResponseError))
+            for answer in answers:
+                if isinstance(answer, BaseException) and not isinstance(
+                    answer, NoStreamResponseError
+                ):
+                    raise answer
             todo = [t for t, a in zip(todo, answers, strict=True) if isinstance(a, BaseException)]
             if not todo:
                 return

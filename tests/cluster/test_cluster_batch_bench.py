@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from bench.cluster_batch import client_bodies, measure, routed_bodies
+from bench.cluster_batch import bodies, client_bodies, measure, routed_bodies
 from bench.cluster_nodes import node_ids
 from cluster.leases import preferred_owner
 from cluster.records import partition_of
@@ -59,6 +59,8 @@ def test_client_routing_splits_each_batch_by_owner_as_the_client_does(tmp_path: 
     ids, partitions = node_ids(), ClusterSettings().partitions
     whole, split = client_bodies(6, 50, 1, ids, partitions)
     assert [len(batch) for batch in whole] == [1] * 6
+    round_robin = [json.loads(body)["timers"] for body in bodies(6, 50, 1)]
+    assert [msgspec.msgpack.decode(b[0][1])["timers"] for b in whole] == round_robin
     assert [len(batch) for batch in split] == [3] * 6  # 50 timers over 64 topics: 3 owners
     for batch, (_, body) in zip(split, (b[0] for b in whole), strict=True):
         items = []
