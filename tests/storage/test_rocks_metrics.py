@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import random
 
+import rocksdict as rd
+
 from storage.protocol import NewTimer
 from storage.rocks import RocksSettings, RocksTimerStore
 from storage.rocks.metrics import STALL_LINE, stall_seconds
@@ -80,3 +82,33 @@ def test_the_stall_line_of_this_rocksdb_is_parsed(rocks_store: RocksTimerStore) 
     line = "Cumulative stall: 01:02:3.500 H:M:S, 12.0 percent"
     assert stall_seconds(line) == 3723.5
     assert stall_seconds("no such line") == 0.0
+
+
+def _readers_bytes(store: RocksTimerStore, family: str) -> int:
+    cf = store.handles.cfs[family]
+    return cf.property_int_value("rocksdb.estimate-table-readers-mem") or 0
+
+
+def test_timers_at_the_bottom_level_keep_a_small_index_and_no_filter(tmp_path) -> None:
+    """``timers`` is read by ranges and by gets of keys ``ids`` found, so its bottommost
+    level has no bloom filter and 16 KiB blocks: its index and filters take 0.4 bytes a
+    timer there (4 KiB blocks with a filter took 2.6), while ``ids``, whose
+    schedule-time lookups mostly miss, keeps its filter (1.25 bytes a key on its own).
+    Gets of pending, missing and cancelled timers still answer right from those files."""
+    store = RocksTimerStore(RocksSettings(str(tmp_path / "r")))
+    try:
+        _fill(store, 20_000)
+        store.cancel([("a", "000007")])
+        store.flush()
+        to_the_bottom = rd.CompactOptions()  # rewritten there, not moved down as they are
+        to_the_bottom.set_bottommost_level_compaction(rd.BottommostLevelCompaction.force())
+        for family in ("timers", "ids"):
+            store.handles.cfs[family].compact_range(None, None, to_the_bottom)
+        assert _readers_bytes(store, "timers") < 20_000 * 3 // 4
+        assert _readers_bytes(store, "ids") > 20_000 * 5 // 4
+        assert store.get("a", "019999").deliver_at_ms == NOW_MS + 60_000 + 19_999
+        assert store.get("a", "020000") is None
+        assert store.get("a", "000007") is None
+        assert len(store.list_pending(limit=20_000).timers) == 19_999
+    finally:
+        store.close()
