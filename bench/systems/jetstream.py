@@ -57,6 +57,17 @@ def rfc3339_ms(ms: int) -> str:
     return at.replace("+00:00", "Z")
 
 
+def stream_config(replicas: int) -> api.StreamConfig:
+    """The stream the schedules and their fired messages live in."""
+    return api.StreamConfig(
+        name=STREAM,
+        subjects=["sched.>", "due.>"],
+        storage=api.StorageType.FILE,
+        num_replicas=replicas,
+        allow_msg_schedules=True,
+    )
+
+
 class JetStreamSystem(PeerSystem):
     durable = True
     server_clock = True
@@ -98,15 +109,8 @@ class JetStreamSystem(PeerSystem):
         """Create the stream (or find it after a restart); False until the cluster can
         take writes on it."""
         assert self.js is not None
-        config = api.StreamConfig(
-            name=STREAM,
-            subjects=["sched.>", "due.>"],
-            storage=api.StorageType.FILE,
-            num_replicas=self.replicas,
-            allow_msg_schedules=True,
-        )
         try:
-            await self.js.add_stream(config)
+            await self.js.add_stream(stream_config(self.replicas))
             info = await self.js.stream_info(STREAM)
         except (TimeoutError, nats.errors.Error):
             return False

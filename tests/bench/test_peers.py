@@ -7,11 +7,14 @@ in tmp_path (xdist-safe) and stops it in ``finally``; counts are asserted, never
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import nats
 import pytest
 
 from bench.measure import now_ms
@@ -19,6 +22,7 @@ from bench.scenarios import recovery_peer
 from bench.scenarios.common import Context
 from bench.sizes import TINY
 from bench.systems import BenchTimer, Skip, SystemSpec, select_specs
+from bench.systems.jetstream import STREAM, stream_config
 from bench.systems.peer import PeerSystem
 from bench.systems.redis_zset import BATCH as POLL_BATCH
 from tests.waiting import wait_for
@@ -155,12 +159,6 @@ def test_jetstream_publishes_that_reach_no_stream_are_sent_again(
 ) -> None:
     """A publish answered "no responders" stored nothing (the stream was electing its
     leader in a suite run; here it is gone): it is sent again until the stream is back."""
-    import asyncio
-    import threading
-
-    import nats
-    from nats.js import api
-
     system = open_peer("nats-r1", tmp_path / "js")
     urls = system.servers.urls  # type: ignore[attr-defined]
 
@@ -169,12 +167,9 @@ def test_jetstream_publishes_that_reach_no_stream_are_sent_again(
         try:
             js = nc.jetstream()
             if delete:
-                await js.delete_stream("TIMERS")
+                await js.delete_stream(STREAM)
             else:
-                config = api.StreamConfig(
-                    name="TIMERS", subjects=["sched.>", "due.>"], allow_msg_schedules=True
-                )
-                await js.add_stream(config)
+                await js.add_stream(stream_config(replicas=1))
         finally:
             await nc.close()
 
