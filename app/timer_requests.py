@@ -194,12 +194,14 @@ def to_new_timer(
         deliver_at_ms = now_ms + delay_ms
     elif delay_ms is not None or deliver_at_ms is None or not 0 <= deliver_at_ms <= MAX_TIME_MS:
         deliver_at_ms = _deliver_at_ms(req, now_ms)  # raises, naming the field
-    text = req.payload
-    if text is not None and req.payload_b64 is None:
+    text, data = req.payload, req.payload_b64
+    if text is not None and data is None:
         try:
             payload, binary = text.encode(), False
         except UnicodeEncodeError:
             payload, binary = _payload(req, limits)  # raises, naming the field
+    elif text is None and data is None:  # no payload: an empty text one
+        payload, binary = b"", False
     else:
         payload, binary = _payload(req, limits)
     if len(payload) > limits.max_payload_bytes:
