@@ -225,11 +225,7 @@ def cancel(core: RocksCore, idents: Sequence[tuple[str, str]]) -> list[CancelRes
         batch = rd.WriteBatch(raw_mode=True)
         delta = core.delta()
         results, unseen = _cancel_pending(core, keys, idents, batch, delta)
-        if core.counters.totals.get("dead_lettered", 0):  # else no dead letter to look up
-            _cancel_dead_letters(core, keys, results, unseen, batch, delta)
-        else:
-            for i in unseen:
-                results[i] = _UNKNOWN_RESULT
+        _cancel_dead_letters(core, keys, results, unseen, batch, delta)
         core.write(batch, delta)
     return [r for r in results if r is not None]
 
@@ -244,7 +240,12 @@ def _cancel_dead_letters(
 ) -> None:
     """Stage the removal of the dead letters of these identities: those ``ids`` does not
     know (answered REMOVED, else UNKNOWN), and those left behind by a removed identity
-    scheduled again after it was dead-lettered."""
+    scheduled again after it was dead-lettered. While the store holds no dead letter
+    (``dead_lettered``, exact since it is recounted once per directory) nothing is read."""
+    if not core.counters.totals.get("dead_lettered", 0):
+        for i in unseen:
+            results[i] = _UNKNOWN_RESULT
+        return
     h = core.handles
     removed = [keys[i] for i, r in enumerate(results) if r is not None and r.outcome is REMOVED]
     looked_up = [keys[i] for i in unseen] + removed
