@@ -22,7 +22,7 @@ import msgspec
 from fastapi import Request
 
 from api.errors import invalid_from_msgspec, malformed
-from api.schemas import TimerBatchCreate, TimerBatchRaw, TimerCreate
+from api.schemas import CancelBatch, TimerBatchCreate, TimerBatchRaw, TimerCreate, TimerRef
 from app.timer_requests import MAX_BATCH_PROBLEMS, RequestLimits, check_batch_size
 from storage.errors import InvalidInputError, Problem, TooLargeError, UnsupportedMediaTypeError
 
@@ -152,12 +152,34 @@ COUNT_FIRST_ITEM_BYTES = 256
 timer_decoder = BodyDecoder(TimerCreate)
 batch_decoder = BodyDecoder(TimerBatchCreate)
 raw_batch_decoder = BodyDecoder(TimerBatchRaw)
+ref_decoder = BodyDecoder(TimerRef)
+cancel_batch_decoder = BodyDecoder(CancelBatch)
 
 
 def decode_batch(
     kind: Kind, body: bytes, limits: RequestLimits
 ) -> tuple[list[TimerCreate | None], list[Problem]]:
-    """The batch's items (None where an item failed) and a problem per failed item.
+    """A schedule batch's items (None where an item failed) and a problem per failed item
+    (see ``decode_items``)."""
+    return decode_items(kind, body, limits, batch_decoder, timer_decoder)
+
+
+def decode_cancel_batch(
+    kind: Kind, body: bytes, limits: RequestLimits
+) -> tuple[list[TimerRef | None], list[Problem]]:
+    """A cancel batch's identities, as ``decode_batch`` decodes a schedule batch."""
+    return decode_items(kind, body, limits, cancel_batch_decoder, ref_decoder)
+
+
+def decode_items(
+    kind: Kind,
+    body: bytes,
+    limits: RequestLimits,
+    whole: BodyDecoder[Any],
+    item: BodyDecoder[T],
+) -> tuple[list[T | None], list[Problem]]:
+    """The items of a body ``{"timers": [...]}`` (None where an item failed) and a problem
+    per failed item.
 
     When the batch does not decode whole, each item is decoded on its own to name every
     bad one; that is refused first for a batch of too many items (the count rule of
@@ -168,16 +190,16 @@ def decode_batch(
     if len(body) > limits.max_batch_timers * COUNT_FIRST_ITEM_BYTES:
         check_batch_size(len(raw_batch_decoder.decode(kind, body).timers), limits)
     try:
-        return list(batch_decoder.decode(kind, body).timers), []
+        return list(whole.decode(kind, body).timers), []
     except InvalidInputError:
         pass  # find every bad item below
     raw = raw_batch_decoder.decode(kind, body).timers  # raises for a bad envelope
     check_batch_size(len(raw), limits)
-    items: list[TimerCreate | None] = [None] * len(raw)
+    items: list[T | None] = [None] * len(raw)
     problems: list[Problem] = []
-    for i, item in enumerate(raw):
+    for i, one in enumerate(raw):
         try:
-            items[i] = timer_decoder.decode(kind, bytes(item), prefix=f"timers[{i}]")
+            items[i] = item.decode(kind, bytes(one), prefix=f"timers[{i}]")
         except InvalidInputError as exc:
             problems.append(Problem(exc.field or f"timers[{i}]", exc.message, i))
             if len(problems) >= MAX_BATCH_PROBLEMS:

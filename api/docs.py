@@ -123,8 +123,9 @@ def _apply_settings(doc: dict[str, Any], settings: Settings) -> None:
     # openapi-python-client) still see one object type instead of a union of fragments
     create["allOf"] = [TIMER_CREATE_RULES]
     _timer_limits(create["properties"], limits)
-    batch = schemas["TimerBatchCreate"]["properties"]["timers"]
-    batch.update(minItems=1, maxItems=limits.max_batch_timers)
+    for name in ("TimerBatchCreate", "CancelBatch"):
+        items = schemas[name]["properties"]["timers"]
+        items.update(minItems=1, maxItems=limits.max_batch_timers)
 
 
 def _timer_limits(props: dict[str, Any], limits: RequestLimits) -> None:

@@ -7,7 +7,7 @@ encoded from them. Request structs forbid unknown fields. Times are epoch millis
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -17,6 +17,8 @@ from app.routing import Route, SinkKind
 from app.stats import ServiceStats
 from storage.names import NAME_MAX_BYTES, NAME_PATTERN
 from storage.protocol import (
+    CancelOutcome,
+    CancelResult,
     ClusterView,
     IngestReport,
     LoggedMessage,
@@ -45,6 +47,7 @@ TopicName = Annotated[str, msgspec.Meta(**_NAME_RULE, examples=["orders"])]
 TimerId = Annotated[str, msgspec.Meta(**_NAME_RULE, examples=["order-1234-timeout"])]
 TimeMs = Annotated[int, msgspec.Meta(ge=0, le=MAX_TIME_MS, description="epoch milliseconds")]
 DelayMs = Annotated[int, msgspec.Meta(ge=0, le=MAX_DELAY_MS, description="milliseconds from now")]
+CancelAnswer = Literal["cancelled", "unknown", "too_late"]
 Base64Payload = Annotated[
     bytes,
     msgspec.Meta(
@@ -94,6 +97,19 @@ class TimerBatchRaw(msgspec.Struct, forbid_unknown_fields=True):
     timers: list[msgspec.Raw]
 
 
+class TimerRef(msgspec.Struct, forbid_unknown_fields=True):
+    """A timer's identity: its topic and id."""
+
+    topic: TopicName
+    id: TimerId
+
+
+class CancelBatch(msgspec.Struct, forbid_unknown_fields=True):
+    """Up to max_batch_timers identities to cancel, each answered on its own."""
+
+    timers: list[TimerRef]
+
+
 class IngestRequest(msgspec.Struct, forbid_unknown_fields=True):
     """A staged bulk import: a directory directly under ``<data_dir>/staging``."""
 
@@ -140,6 +156,23 @@ class ScheduledTimer(msgspec.Struct):
 class BatchScheduled(msgspec.Struct):
     scheduled: int
     timers: list[ScheduledTimer]
+
+
+class CancelledTimer(msgspec.Struct):
+    """What a batch cancel did to one identity: ``cancelled`` (it will never be
+    delivered), ``unknown``, or ``too_late`` with the ``state`` that made it so."""
+
+    topic: str
+    id: str
+    outcome: Annotated[CancelAnswer, msgspec.Meta(description="cancelled, unknown or too_late")]
+    state: str | UnsetType = UNSET  # in_flight or delivered, with too_late only
+
+
+class BatchCancelled(msgspec.Struct):
+    """Each identity's outcome in the order given; ``cancelled`` counts those removed."""
+
+    cancelled: int
+    timers: list[CancelledTimer]
 
 
 class TimerList(msgspec.Struct):
@@ -268,6 +301,8 @@ DOC_TYPES: tuple[Any, ...] = (
     TimerBatchCreate,
     Timer,
     BatchScheduled,
+    CancelBatch,
+    BatchCancelled,
     TimerList,
     TopicList,
     MessageList,
@@ -291,6 +326,9 @@ TIMER_EXAMPLE = {
     "delay_ms": 30000,
     "payload": '{"order": 1234, "action": "cancel-if-unpaid"}',
     "headers": {"trace-id": "abc123"},
+}
+CANCEL_BATCH_EXAMPLE = {
+    "timers": [{"topic": "orders", "id": "order-1234-timeout"}, {"topic": "orders", "id": "o-9"}]
 }
 BATCH_EXAMPLE = {
     "timers": [
@@ -376,3 +414,24 @@ def timer_from_schedule(r: ScheduleResult, t: NewTimer) -> Timer:
 def message_from_log(m: LoggedMessage) -> Message:
     text, raw = _split_payload(m.payload, m.binary)
     return Message(m.offset, m.id, m.deliver_at_ms, m.delivered_at_ms, m.headers, text, raw)
+
+
+# the store's outcome as the API names it (a DELETE answers the same with 204 / 404 / 409)
+_CANCEL_ANSWERS: dict[CancelOutcome, CancelAnswer] = {
+    CancelOutcome.REMOVED: "cancelled",
+    CancelOutcome.UNKNOWN: "unknown",
+    CancelOutcome.TOO_LATE: "too_late",
+}
+
+
+def batch_cancelled(refs: list[tuple[str, str]], results: list[CancelResult]) -> BatchCancelled:
+    timers = [
+        CancelledTimer(topic, timer_id, _CANCEL_ANSWERS[r.outcome], _state(r))
+        for (topic, timer_id), r in zip(refs, results, strict=True)
+    ]
+    removed = sum(1 for r in results if r.outcome is CancelOutcome.REMOVED)
+    return BatchCancelled(removed, timers)
+
+
+def _state(r: CancelResult) -> str | UnsetType:
+    return UNSET if r.state is None else str(r.state)

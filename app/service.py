@@ -21,6 +21,7 @@ import functools
 import logging
 import operator
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import ParamSpec, TypeVar
 
@@ -47,7 +48,9 @@ from app.telemetry_gauges import ServiceGauges
 from app.timer_requests import (
     IdMaker,
     Problem,
+    TimerRefRequest,
     TimerRequest,
+    to_idents,
     to_new_timers,
 )
 from app.topic_service import TopicService
@@ -61,6 +64,7 @@ from storage.errors import (
 )
 from storage.protocol import (
     CancelOutcome,
+    CancelResult,
     ClusterView,
     HousekeepingReport,
     IngestReport,
@@ -282,6 +286,17 @@ class TimerService:
         if result.outcome is CancelOutcome.TOO_LATE:
             state = str(result.state)
             raise ConflictError(f"too late to cancel {topic}/{timer_id}: {state}", state=state)
+
+    async def cancel_many(
+        self, refs: Sequence[TimerRefRequest | None], problems: Sequence[Problem] = ()
+    ) -> tuple[list[tuple[str, str]], list[CancelResult]]:
+        """Cancel each identity on its own (one store call); the identities and each one's
+        truthful outcome in their order. Bad items are reported together, nothing removed."""
+        idents = to_idents(refs, self.limits, problems)
+        results = await self.call(self.store.cancel, idents)
+        for outcome, count in Counter(r.outcome for r in results).items():
+            self.telemetry.cancelled.labels(str(outcome)).inc(count)
+        return idents, results
 
     async def list_pending(
         self,

@@ -255,3 +255,37 @@ def to_new_timers(
         found.sort(key=lambda p: -1 if p.index is None else p.index)
         raise InvalidBatchError(found[:MAX_BATCH_PROBLEMS])
     return timers
+
+
+class TimerRefRequest(Protocol):
+    """An identity to cancel (``api.schemas.TimerRef`` has this shape)."""
+
+    topic: str
+    id: str
+
+
+def to_idents(
+    refs: Sequence[TimerRefRequest | None], limits: RequestLimits, problems: Sequence[Problem] = ()
+) -> list[tuple[str, str]]:
+    """Every identity as ``(topic, id)``; InvalidBatchError lists every bad item otherwise
+    (``None`` items failed to decode, and ``problems`` says why, as in ``to_new_timers``).
+    The names are checked in one call for the batch; only when that fails, one by one."""
+    check_batch_size(len(refs), limits)
+    given = [r for r in refs if r is not None]
+    topics, ids = [r.topic for r in given], [r.id for r in given]
+    if not problems and all_valid(list(set(topics))) and all_valid(ids):
+        return list(zip(topics, ids, strict=True))
+    found = list(problems)
+    for i, ref in enumerate(refs):
+        if ref is None:
+            continue
+        for field, value in (("topic", ref.topic), ("id", ref.id)):
+            try:
+                validate_name(field, value)
+            except InvalidInputError as exc:
+                name = f"timers[{i}].{field}"
+                found.append(Problem(name, f"{name}: {exc.message}", i))
+    if not found:  # the joined check is stricter than none of the single ones
+        return list(zip(topics, ids, strict=True))
+    found.sort(key=lambda p: -1 if p.index is None else p.index)
+    raise InvalidBatchError(found[:MAX_BATCH_PROBLEMS])

@@ -23,8 +23,10 @@ from client.errors import (
     UnsupportedMediaType,
 )
 from client.models import (
+    BatchCancelled,
     BatchScheduled,
     Cancelled,
+    CancelledTimer,
     CancelOutcome,
     GroupList,
     GroupOffset,
@@ -41,9 +43,11 @@ from client.sync import TimerStoreClient
 
 __all__ = [
     "AsyncTimerStoreClient",
+    "BatchCancelled",
     "BatchScheduled",
     "CancelOutcome",
     "Cancelled",
+    "CancelledTimer",
     "Conflict",
     "Forbidden",
     "GroupList",

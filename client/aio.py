@@ -20,6 +20,7 @@ from client.calls import (
 )
 from client.errors import TimerStoreClientError
 from client.models import (
+    BatchCancelled,
     BatchScheduled,
     Cancelled,
     GroupList,
@@ -155,6 +156,11 @@ class AsyncTimerStoreClient:
 
     async def cancel(self, topic: str, timer_id: str) -> Cancelled:
         return await self._send(calls.cancel(topic, timer_id))
+
+    async def cancel_many(self, idents: Sequence[tuple[str, str]]) -> BatchCancelled:
+        """Cancel each ``(topic, id)`` on its own, in one request; each outcome as
+        ``cancel`` gives it (a cluster node forwards each partition's part to its owner)."""
+        return await self._send(calls.cancel_many(idents))
 
     async def list_pending(
         self,

@@ -17,6 +17,7 @@ import msgspec
 
 from client.errors import error_from
 from client.models import (
+    BatchCancelled,
     BatchScheduled,
     Cancelled,
     CancelOutcome,
@@ -124,6 +125,7 @@ _read_groups = _reader(GroupList, 200)
 _read_replayed = _reader(Replayed, 200)
 _read_purged = _reader(Purged, 200)
 _read_cluster = _reader(ClusterView, 200)
+_read_cancelled = _reader(BatchCancelled, 200)
 
 
 def _read_scheduled(status: int, body: bytes) -> Scheduled:
@@ -163,6 +165,11 @@ def _read_cancel(status: int, body: bytes) -> Cancelled:
 
 def cancel(topic: str, timer_id: str) -> Call[Cancelled]:
     return Call("DELETE", _timer_path(topic, timer_id), _read_cancel)
+
+
+def cancel_many(idents: Sequence[tuple[str, str]]) -> Call[BatchCancelled]:
+    body = _ENCODER.encode({"timers": [{"topic": t, "id": i} for t, i in idents]})
+    return Call("POST", "/v1/timers/cancel", _read_cancelled, body=body)
 
 
 def list_pending(

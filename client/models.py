@@ -143,6 +143,22 @@ class Cancelled(msgspec.Struct, kw_only=True):
     state: str | None = None
 
 
+class CancelledTimer(msgspec.Struct, kw_only=True):
+    """One identity's outcome in a batch cancel."""
+
+    topic: str
+    id: str
+    outcome: CancelOutcome
+    state: str | None = None
+
+
+class BatchCancelled(msgspec.Struct, kw_only=True):
+    """A batch cancel's outcomes, in the order asked; ``cancelled`` counts those removed."""
+
+    cancelled: int
+    timers: list[CancelledTimer]
+
+
 class PartitionOwner(msgspec.Struct, kw_only=True):
     """A partition's owner; ``node_id`` None while no node holds its lease."""
 

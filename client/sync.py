@@ -19,6 +19,7 @@ from client.calls import (
 )
 from client.errors import TimerStoreClientError
 from client.models import (
+    BatchCancelled,
     BatchScheduled,
     Cancelled,
     GroupList,
@@ -154,6 +155,11 @@ class TimerStoreClient:
 
     def cancel(self, topic: str, timer_id: str) -> Cancelled:
         return self._send(calls.cancel(topic, timer_id))
+
+    def cancel_many(self, idents: Sequence[tuple[str, str]]) -> BatchCancelled:
+        """Cancel each ``(topic, id)`` on its own, in one request; each outcome as
+        ``cancel`` gives it (a cluster node forwards each partition's part to its owner)."""
+        return self._send(calls.cancel_many(idents))
 
     def list_pending(
         self,

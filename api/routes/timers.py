@@ -12,10 +12,12 @@ from api.responses import MsgspecJSONResponse
 from api.routes.deps import page_limit, service_of, settings_of
 from api.schemas import (
     BATCH_EXAMPLE,
+    CANCEL_BATCH_EXAMPLE,
     TIMER_EXAMPLE,
     BatchScheduled,
     ScheduledTimer,
     TimerList,
+    batch_cancelled,
     timer_from_schedule,
     timer_from_view,
 )
@@ -75,6 +77,27 @@ async def schedule_batch(request: Request) -> Response:
     results = await service_of(request).schedule_many(items, problems)
     out = [ScheduledTimer(r.topic, r.id, r.deliver_at_ms) for r in results]
     return MsgspecJSONResponse(BatchScheduled(len(out), out))
+
+
+@router.post(
+    "/cancel",
+    summary="Cancel a batch of timers (JSON or msgpack)",
+    description="Each identity is cancelled on its own, with the answer a DELETE would "
+    "give it: cancelled (removed, never delivered; a dead letter of it goes too), unknown, "
+    "or too_late with the state (in_flight, delivered). The answers come in the order "
+    "given; an identity listed twice is cancelled once and then answered unknown. Bad "
+    "items (422, every one listed by index and field) cancel nothing.",
+    response_class=MsgspecJSONResponse,
+    openapi_extra=request_body("CancelBatch", CANCEL_BATCH_EXAMPLE, msgpack=True),
+    responses=responses({200: ("each identity's outcome", "BatchCancelled")}, 413, 415),
+)
+async def cancel_batch(request: Request) -> Response:
+    kind = bodies.media_kind(request, ("json", "msgpack"))
+    limits = settings_of(request).limits
+    body = await bodies.read_body(request, limits.max_body_bytes)
+    refs, problems = bodies.decode_cancel_batch(kind, body, limits)
+    idents, results = await service_of(request).cancel_many(refs, problems)
+    return MsgspecJSONResponse(batch_cancelled(idents, results))
 
 
 @router.get(

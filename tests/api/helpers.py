@@ -23,8 +23,9 @@ from api.app import create_app
 from api.server import uvicorn_options
 from app.clock import FakeClock
 from app.config import Settings, load_settings
-from app.engine.sinks import Sink
+from app.engine.sinks import CallbackSink, Sink
 from app.service import TimerService
+from storage.protocol import DueTimer
 
 ROOT = Path(__file__).resolve().parents[2]
 T0_MS = 1_700_000_000_000
@@ -48,6 +49,19 @@ class FakeApi:
         r = self.client.get("/v1/stats")
         assert r.status_code == 200, r.text
         return dict(r.json())
+
+
+class FailingSink(CallbackSink):
+    """Refuses every batch, so that with ``max_attempts`` 1 a due timer is dead-lettered."""
+
+    name = "failing"
+
+    def __init__(self) -> None:
+        super().__init__(self._refuse)
+
+    @staticmethod
+    def _refuse(batch: Sequence[DueTimer]) -> None:
+        raise ConnectionError("broker down")
 
 
 class ThreadServer:

@@ -7,29 +7,14 @@ from collections.abc import Sequence
 import msgspec
 import pytest
 
-from app.engine.sinks import CallbackSink
-from storage.protocol import DueTimer
-from tests.api.helpers import FakeApi
+from tests.api.helpers import FailingSink, FakeApi
 
 MSGPACK = {"Content-Type": "application/msgpack"}
 
 
-class _RefusingSink(CallbackSink):
-    """A sink whose every delivery fails: with max_attempts 1 a due timer is dead-lettered."""
-
-    name = "refusing"
-
-    def __init__(self) -> None:
-        super().__init__(self._refuse)
-
-    @staticmethod
-    def _refuse(batch: Sequence[DueTimer]) -> None:
-        raise ConnectionError("receiver down")
-
-
 def _dead_letters_api(fake_api_factory, idents: Sequence[tuple[str, str]]) -> FakeApi:
     """An app whose timers ``idents`` (topic, id) are dead letters."""
-    api: FakeApi = fake_api_factory(sink=_RefusingSink(), engine={"max_attempts": 1})
+    api: FakeApi = fake_api_factory(sink=FailingSink(), engine={"max_attempts": 1})
     timers = [{"topic": t, "id": i, "delay_ms": 0, "payload": f"old {i}"} for t, i in idents]
     assert api.client.post("/v1/timers/batch", json={"timers": timers}).status_code == 200
     api.deliver_due()

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
 
 from app.engine.sinks import CallbackSink
 from storage.protocol import DueTimer
-from tests.api.helpers import T0_MS, FakeApi
+from tests.api.helpers import T0_MS, FailingSink, FakeApi
 
 
 def _schedule(api: FakeApi, **body: object) -> dict:
@@ -197,19 +196,8 @@ def test_stats_counts_and_due_buckets(fake_api: FakeApi) -> None:
     assert stats["lateness"]["max_ms"] is not None
 
 
-class _FailingSink(CallbackSink):
-    name = "failing"
-
-    def __init__(self) -> None:
-        super().__init__(self._refuse)
-
-    @staticmethod
-    def _refuse(batch: Sequence[DueTimer]) -> None:
-        raise ConnectionError("broker down")
-
-
 def test_dead_letters_list_and_replay(fake_api_factory) -> None:
-    api: FakeApi = fake_api_factory(sink=_FailingSink(), engine={"max_attempts": 1})
+    api: FakeApi = fake_api_factory(sink=FailingSink(), engine={"max_attempts": 1})
     _schedule(api, topic="d", id="x", delay_ms=0, payload="p", headers={"h": "1"})
     api.deliver_due()
     page = api.client.get("/v1/deadletters").json()

@@ -71,6 +71,37 @@ def test_cancel_through_any_node_is_truthful(cluster_nodes: list[NodeProcess]) -
         assert httpx.get(f"{n0.url}/v1/timers/{topic}/to-cancel", timeout=30).status_code == 404
 
 
+def test_a_batch_cancel_through_any_node_answers_each_identity_from_its_owner(
+    cluster_nodes: list[NodeProcess],
+) -> None:
+    """One body over every partition: each part goes to its owner, and each identity gets
+    its own truthful outcome, in the order asked (a delivered one: too_late)."""
+    n0, n1, n2 = cluster_nodes
+    timers = [{"topic": t, "id": "bc", "delay_ms": 3_600_000} for t in TOPICS]
+    assert schedule_batch(n0.url, timers).status_code == 200
+    done = {"topic": TOPICS[0], "id": "bc-due", "delay_ms": 0}
+    assert httpx.post(f"{n0.url}/v1/timers", json=done, timeout=30).status_code == 201
+    wait_for(
+        "the due timer delivered",
+        lambda: httpx.get(f"{n2.url}/v1/timers/{TOPICS[0]}/bc-due").json()["state"] == "delivered",
+    )
+    asked = [(t, "bc") for t in TOPICS[::2]] + [(TOPICS[1], "never"), (TOPICS[0], "bc")]
+    asked.append((TOPICS[0], "bc-due"))
+    body = {"timers": [{"topic": t, "id": i} for t, i in asked]}
+    r = httpx.post(f"{n1.url}/v1/timers/cancel", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    answers = r.json()["timers"]
+    assert [(a["topic"], a["id"]) for a in answers] == asked
+    removed = len(TOPICS[::2])
+    assert [a["outcome"] for a in answers] == ["cancelled"] * removed + ["unknown"] * 2 + [
+        "too_late"
+    ]
+    assert answers[-1]["state"] == "delivered" and r.json()["cancelled"] == removed
+    for i, topic in enumerate(TOPICS):
+        got = httpx.get(f"{n2.url}/v1/timers/{topic}/bc", timeout=30)
+        assert got.status_code == (404 if i % 2 == 0 else 200), (topic, got.text)
+
+
 def test_due_timers_reach_each_topic_log_once_and_read_the_same_from_every_node(
     cluster_nodes: list[NodeProcess],
 ) -> None:

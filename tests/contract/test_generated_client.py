@@ -32,7 +32,7 @@ def _generate(url: str, where: Path) -> None:
     said = (done.stdout + done.stderr).splitlines()
     warnings = [line for line in said if line.startswith("WARNING")]
     unsupported = [line for line in said if "Unsupported" in line]
-    assert len(warnings) == len(unsupported) == 2, said  # the two msgpack bodies
+    assert len(warnings) == len(unsupported) == 3, said  # the three msgpack bodies
     assert all("application/msgpack" in line for line in unsupported), said
 
 
@@ -55,12 +55,15 @@ def generated(tmp_path: Path) -> Iterator[tuple[Any, str]]:
 def test_a_generated_client_schedules_gets_lists_and_cancels(generated: tuple[Any, str]) -> None:
     package, url = generated
     from timerstore_generated_client.api.timers import (  # type: ignore[import-not-found]
+        cancel_batch,
         cancel_timer,
         get_timer,
         list_timers,
         schedule_timer,
     )
     from timerstore_generated_client.models import (  # type: ignore[import-not-found]
+        BatchCancelled,
+        CancelBatch,
         ErrorBody,
         Timer,
         TimerCreate,
@@ -77,6 +80,10 @@ def test_a_generated_client_schedules_gets_lists_and_cancels(generated: tuple[An
     page = list_timers.sync(client=client, topic="gen", limit=10)
     assert [t.id for t in page.timers] == ["g1"]
     assert cancel_timer.sync_detailed("gen", "g1", client=client).status_code == 204
+    refs = CancelBatch.from_dict({"timers": [{"topic": "gen", "id": "g1"}]})
+    answer = cancel_batch.sync(client=client, body=refs)
+    assert isinstance(answer, BatchCancelled) and answer.cancelled == 0
+    assert [(t.id, t.outcome) for t in answer.timers] == [("g1", "unknown")]
     gone = get_timer.sync_detailed("gen", "g1", client=client)
     assert gone.status_code == 404 and isinstance(gone.parsed, ErrorBody)
     assert gone.parsed.error.code == "not_found"

@@ -7,7 +7,14 @@ import asyncio
 
 import pytest
 
-from client import AsyncTimerStoreClient, CancelOutcome, NotFound, TimerStoreClient, spec
+from client import (
+    AsyncTimerStoreClient,
+    CancelOutcome,
+    InvalidInput,
+    NotFound,
+    TimerStoreClient,
+    spec,
+)
 
 FAR_MS = 4_000_000_000_000  # year 2096: never due during a test
 BINARY = (bytearray(b"data\x00\xff"), memoryview(b"data\x00\xff"))
@@ -22,6 +29,34 @@ def test_cancel_is_unknown_only_for_the_timers_own_not_found(base_url: str) -> N
     with wrong, pytest.raises(NotFound) as raised:
         wrong.cancel("cl", "x")
     assert (raised.value.status, raised.value.message) == (404, "Not Found")
+
+
+def test_cancel_many_answers_each_identity(base_url: str) -> None:
+    with TimerStoreClient(base_url) as ts:
+        ts.schedule_many([spec("cm", id=i, deliver_at_ms=FAR_MS) for i in ("a", "b")])
+        answer = ts.cancel_many([("cm", "b"), ("cm", "zz"), ("cm", "a"), ("cm", "a")])
+        assert answer.cancelled == 2
+        assert [(t.id, t.outcome) for t in answer.timers] == [
+            ("b", CancelOutcome.CANCELLED),
+            ("zz", CancelOutcome.UNKNOWN),
+            ("a", CancelOutcome.CANCELLED),
+            ("a", CancelOutcome.UNKNOWN),
+        ]
+        with pytest.raises(InvalidInput) as raised:
+            ts.cancel_many([("cm", "ok"), ("cm", "not ok")])
+        assert raised.value.field == "timers[1].id"
+
+
+async def _cancel_many(base_url: str) -> list[CancelOutcome]:
+    async with AsyncTimerStoreClient(base_url) as ts:
+        await ts.schedule("acm", id="a", deliver_at_ms=FAR_MS)
+        answer = await ts.cancel_many([("acm", "a"), ("acm", "a")])
+        return [t.outcome for t in answer.timers]
+
+
+def test_async_cancel_many(base_url: str) -> None:
+    outcomes = asyncio.run(_cancel_many(base_url))
+    assert outcomes == [CancelOutcome.CANCELLED, CancelOutcome.UNKNOWN]
 
 
 async def _cancel_twice_then_at_a_wrong_url(base_url: str) -> NotFound:
