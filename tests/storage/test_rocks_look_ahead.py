@@ -10,9 +10,10 @@ import rocksdict as rd
 from storage.protocol import LOG_SINK, NewTimer
 from storage.rocks import RocksSettings, RocksTimerStore
 from storage.rocks import keys as layout
-from storage.rocks.look_ahead import LookAhead
+from storage.rocks.look_ahead import MAX_SKIPPED_KEYS, LookAhead
 
 NOW = 1_700_000_000_000
+SKIPS = "rocksdb.number.iter.skip"  # internal keys an iterator stepped over
 
 
 @pytest.fixture
@@ -85,3 +86,27 @@ def test_a_committed_batch_and_empty_scans_leave_the_next_timer_due(store):
         assert [t.id for t in due] == [f"t{i}"]
         store.commit_delivered(due, NOW + i * 100, sink=LOG_SINK)
     assert store.stats().delivered == 5 and store.stats().pending == 0
+
+
+def test_a_note_does_not_walk_the_tombstones_of_cancelled_timers(tmp_path):
+    """5,000 cancelled timers ahead of the cursor, then a write before each empty scan:
+    each scan's note gives up after MAX_SKIPPED_KEYS deleted keys instead of walking them
+    all (RocksDB's own count of the internal keys its iterators stepped over), and the
+    live timers behind and before them are still due at their times."""
+    store = RocksTimerStore(RocksSettings(str(tmp_path / "rocks"), statistics=True))
+    try:
+        cancelled = [NewTimer("o", f"c{i}", NOW + 60_000 + i) for i in range(5000)]
+        store.schedule([*cancelled, NewTimer("o", "behind", NOW + 120_000)], NOW)
+        store.cancel([("o", t.id) for t in cancelled])
+        for tick in range(1, 6):
+            store.schedule([NewTimer("w", f"w{tick}", NOW + 30_000 + tick)], NOW)
+            skipped = store.ticker(SKIPS)
+            assert store.due(NOW + tick, 10) == []
+            assert store.ticker(SKIPS) - skipped <= MAX_SKIPPED_KEYS + 10 < len(cancelled) // 2
+        due = store.due(NOW + 30_005, 10)
+        assert [t.id for t in due] == [f"w{tick}" for tick in range(1, 6)]
+        store.commit_delivered(due, NOW + 30_005, sink=LOG_SINK)
+        assert store.due(NOW + 119_999, 10) == []
+        assert [t.id for t in store.due(NOW + 120_000, 10)] == ["behind"]
+    finally:
+        store.close()
