@@ -95,10 +95,12 @@ def start_server(
     raise SystemExit("the server did not become ready")
 
 
-def _drive(
-    url: str, clients: int, requests: int, body_for: Callable[[int], tuple[bytes, str]]
-) -> float:
+BodyFor = Callable[[int], tuple[list[bytes], str]]  # a client's bodies, sent in turn
+
+
+def _drive(url: str, clients: int, requests: int, body_for: BodyFor) -> float:
     """Send ``requests`` POSTs spread over ``clients`` threads; return the wall seconds.
+    Client ``i`` sends the bodies ``body_for(i)`` in turn (``body_for(-1)``: the path).
 
     A rate is only worth printing when every request was answered 2xx: a client thread
     that fails (refused, reset, timed out, a non-2xx status) stops, records why in
@@ -110,11 +112,11 @@ def _drive(
 
     def client(index: int, count: int, path: str) -> None:
         conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
-        body, content_type = body_for(index)
+        bodies, content_type = body_for(index)
         headers = {"Content-Type": content_type}
         try:
-            for _ in range(count):
-                conn.request("POST", path, body=body, headers=headers)
+            for n in range(count):
+                conn.request("POST", path, body=bodies[n % len(bodies)], headers=headers)
                 response = conn.getresponse()
                 response.read()
                 if not 200 <= response.status < 300:
@@ -126,7 +128,7 @@ def _drive(
         finally:
             conn.close()
 
-    path = parts.path.rstrip("/") + body_for(-1)[1]
+    path = parts.path.rstrip("/") + body_for(-1)[1]  # (the bodies of -1 are not sent)
     share = [requests // clients + (1 if i < requests % clients else 0) for i in range(clients)]
     threads = [threading.Thread(target=client, args=(i, n, path)) for i, n in enumerate(share)]
     started = time.perf_counter()
@@ -146,11 +148,11 @@ def _drive(
 
 
 def single_posts(url: str, clients: int, requests: int) -> Figure:
-    def body_for(i: int) -> tuple[bytes, str]:
+    def body_for(i: int) -> tuple[list[bytes], str]:
         if i < 0:
-            return b"", "/v1/timers"
+            return [], "/v1/timers"
         body = {"topic": f"load-{i}", "delay_ms": HOUR_MS, "payload": "x" * 100}
-        return json.dumps(body).encode(), "application/json"
+        return [json.dumps(body).encode()], "application/json"
 
     seconds = _drive(url, clients, requests, body_for)
     return Figure("single POST /v1/timers (JSON)", requests, requests, seconds,
@@ -162,16 +164,14 @@ def batch_posts(
 ) -> Figure:
     """``repeats`` rounds of ``batches`` bodies; the figure is the median round."""
 
-    def body_for(i: int) -> tuple[bytes, str]:
+    def body_for(i: int) -> tuple[list[bytes], str]:
         if i < 0:
-            return b"", "/v1/timers/batch"
+            return [], "/v1/timers/batch"
         timers = [
             {"topic": f"load-{i}", "delay_ms": HOUR_MS + j, "payload": "x" * 100}
             for j in range(size)
         ]
-        if kind == "msgpack":
-            return msgspec.msgpack.encode({"timers": timers}), "application/msgpack"
-        return msgspec.json.encode({"timers": timers}), "application/json"
+        return _encoded(kind, [{"timers": timers}])
 
     rounds = sorted(_drive(url, clients, batches, body_for) for _ in range(repeats))
     seconds = rounds[len(rounds) // 2]
@@ -180,6 +180,56 @@ def batch_posts(
     return Figure(f"POST /v1/timers/batch ({size} per body, {kind})", batches, timers, seconds,
                   batches / seconds, timers / seconds, target,
                   [round(timers / r) for r in reversed(rounds)])  # fmt: skip
+
+
+def _encoded(kind: str, bodies: list[dict[str, Any]]) -> tuple[list[bytes], str]:
+    if kind == "msgpack":
+        return [msgspec.msgpack.encode(b) for b in bodies], "application/msgpack"
+    return [msgspec.json.encode(b) for b in bodies], "application/json"
+
+
+def batch_cancels(url: str, clients: int, batches: int, size: int, kind: str) -> Figure:
+    """``batches`` bodies of ``size`` identities to ``POST /v1/timers/cancel``, each body
+    its own pending timers (scheduled before the clock starts, with 100 B payloads), so
+    every identity is removed: the figure is the cancel path, not the unknown one. Each
+    answer is read whole; the count of removals is checked afterwards in ``/v1/stats``."""
+    share = [batches // clients + (1 if i < batches % clients else 0) for i in range(clients)]
+    idents = [
+        [[(f"cancel-{kind}-{i}", f"b{b}-{j}") for j in range(size)] for b in range(n)]
+        for i, n in enumerate(share)
+    ]
+
+    def schedules(i: int) -> tuple[list[bytes], str]:
+        if i < 0:
+            return [], "/v1/timers/batch"
+        timers = [[{"topic": t, "id": d, "delay_ms": HOUR_MS, "payload": "x" * 100}
+                   for t, d in body] for body in idents[i]]  # fmt: skip
+        return _encoded(kind, [{"timers": body} for body in timers])
+
+    def cancels(i: int) -> tuple[list[bytes], str]:
+        if i < 0:
+            return [], "/v1/timers/cancel"
+        return _encoded(kind, [{"timers": [{"topic": t, "id": d} for t, d in body]}
+                               for body in idents[i]])  # fmt: skip
+
+    _drive(url, clients, batches, schedules)  # one body per cancel body, the same share
+    before = _pending(url)
+    seconds = _drive(url, clients, batches, cancels)
+    removed = before - _pending(url)
+    if removed != batches * size:
+        raise SystemExit(f"http_load: {removed:,} of {batches * size:,} cancels removed a timer")
+    return Figure(f"POST /v1/timers/cancel ({size} per body, {kind})", batches, removed,
+                  seconds, batches / seconds, removed / seconds)  # fmt: skip
+
+
+def _pending(url: str) -> int:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+    try:
+        conn.request("GET", parts.path.rstrip("/") + "/v1/stats")
+        return int(json.loads(conn.getresponse().read())["pending"])
+    finally:
+        conn.close()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -228,6 +278,10 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             figures = [single_posts(url, args.clients, args.single_posts)] + [
                 batch_posts(url, args.clients, args.batches, args.batch_size, kind, args.repeats)
+                for kind in ("json", "msgpack")
+            ]
+            figures += [
+                batch_cancels(url, args.clients, args.batches, args.batch_size, kind)
                 for kind in ("json", "msgpack")
             ]
         finally:

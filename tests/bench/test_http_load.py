@@ -69,3 +69,22 @@ def test_single_gives_no_rate_when_the_posts_are_refused(tmp_path: Path) -> None
     assert done.returncode != 0
     assert "HTTP status 401" in done.stderr and "no rate computed" in done.stderr
     assert not (tmp_path / "single.json").exists()
+
+
+def test_a_quick_run_reports_batch_cancels_that_each_removed_a_timer(tmp_path: Path) -> None:
+    server = ThreadServer(make_settings(tmp_path / "data"))
+    try:
+        out = tmp_path / "run.json"
+        cmd = [sys.executable, "-m", "bench.http_load", "--quick", "--url", server.start()]
+        done = subprocess.run(
+            [*cmd, "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    figures = {f["name"]: f for f in json.loads(out.read_text())["figures"]}
+    for kind in ("json", "msgpack"):
+        cancel = figures[f"POST /v1/timers/cancel (200 per body, {kind})"]
+        # the run exits non-zero unless /v1/stats counted every one of them removed
+        assert (cancel["requests"], cancel["timers"]) == (10, 2000)
+        assert cancel["timers_per_s"] > 0
