@@ -64,7 +64,6 @@ class RocksSettings:
     blob_min_bytes: int | None = None  # enable BlobDB (key-value separation) for timers
     # tests only: keep every tombstone until a manual compaction (the worst case)
     disable_auto_compactions: bool = False
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
