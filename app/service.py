@@ -32,6 +32,7 @@ from app import stats as stats_mod
 from app.clock import Clock, SystemClock
 from app.cluster_view import CLUSTER_INGEST_REFUSED, cluster_view_of
 from app.config import Settings
+from app.dead_letter_service import DeadLetterService
 from app.engine import Engine
 from app.engine.redis_sink import REDIS_SINK, RedisStreamSender
 from app.engine.routing_sink import RoutingSink, SenderFactory
@@ -105,6 +106,7 @@ class TimerService:
         self._run_engine = run_engine
         self._store: TimerStore | None = None
         self._topics: TopicService | None = None
+        self._dead_letters: DeadLetterService | None = None
         self.engine: Engine | None = None
         self.accepting = False
         self._active = 0  # store calls running in worker threads
@@ -166,6 +168,13 @@ class TimerService:
             call=self.call,
             accepting=lambda: self.accepting,
             max_page_bytes=self.limits.max_page_bytes,
+        )
+        self._dead_letters = DeadLetterService(
+            self._store,
+            clock=self.clock,
+            call=self.call,
+            telemetry=self.telemetry,
+            limits=self.limits,
         )
         self.engine = Engine(
             self._store,
@@ -329,62 +338,12 @@ class TimerService:
     def groups(self) -> GroupOffsets:
         return self.topic_service.groups
 
-    # ----------------------------------------------------------------- dead letters
-    async def dead_letters(self, *, topic: str | None, limit: int, cursor: str | None) -> TimerPage:
-        return await self.call(
-            self.store.dead_letters,
-            topic=topic,
-            limit=limit,
-            after=cursor,
-            max_bytes=self.limits.max_page_bytes,
-        )
-
-    async def replay(self, topic: str, timer_id: str) -> tuple[ScheduleResult, TimerView | None]:
-        """Schedule one dead letter again, due now; with the result, the identity as it was
-        read just before (the dead letter: its payload, headers and requested time, which
-        the replay keeps), for the answer to show the whole timer."""
-        before = await self.call(self.store.get, topic, timer_id)
-        return await self._replay_one(topic, timer_id), before
-
-    async def _replay_one(self, topic: str, timer_id: str) -> ScheduleResult:
-        now_ms = self.clock.now_ms()
-        result = await self.call(self.store.replay_dead_letter, topic, timer_id, now_ms)
-        self.telemetry.replayed.inc()
-        return result
-
-    async def replay_topic(self, topic: str) -> int:
-        """Replay every dead letter of ``topic`` (pages of ``max_page_limit``).
-
-        A dead letter whose topic+id lives again (scheduled anew since: pending, in flight
-        or delivered) stays a dead letter, as its replay alone would be a 409, and one gone
-        meanwhile (cancelled, purged) is passed over: the rest are replayed all the same.
-        Stopping at the first one left the replay half done behind a 409 that said nothing
-        of the timers already replayed, and stuck at that one on every retry.
-        """
-        replayed, cursor = 0, None
-        while True:
-            limit = self.limits.max_page_limit
-            page = await self.dead_letters(topic=topic, limit=limit, cursor=cursor)
-            for view in page.timers:
-                try:
-                    await self._replay_one(view.topic, view.id)
-                except (ConflictError, NotFoundError):
-                    continue
-                replayed += 1
-            if page.next_cursor is None or not page.timers:
-                return replayed
-            cursor = page.next_cursor
-
-    async def purge_dead_letters(self, topic: str | None) -> int:
-        purged = await self.call(self.store.purge_dead_letters, topic)
-        self.telemetry.purged.inc(purged)
-        log.info(
-            "purged %d dead letters%s",
-            purged,
-            f" of topic {topic}" if topic else "",
-            extra={"event": "dead_letters_purged", "topic": topic, "count": purged},
-        )
-        return purged
+    @property
+    def dead_letter_service(self) -> DeadLetterService:
+        """Dead letters: list, replay, purge (app.dead_letter_service)."""
+        if self._dead_letters is None:
+            raise StoreClosedError("the store is not open")
+        return self._dead_letters
 
     # ----------------------------------------------------------------- stats, housekeeping
     async def cluster_view(self) -> ClusterView:

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from api.docs import responses, timer_links
 from api.params import Cursor, PageLimit, TimerIdPath, TopicFilter, TopicPath
 from api.responses import MsgspecJSONResponse
-from api.routes.deps import page_limit, service_of
+from api.routes.deps import dead_letters_of, page_limit
 from api.schemas import Purged, Replayed, TimerList, timer_from_replay, timer_from_view
 from app.timer_requests import DEFAULT_PAGE_LIMIT
 from storage.errors import InvalidInputError
@@ -33,7 +33,7 @@ async def list_dead_letters(
     limit: PageLimit = DEFAULT_PAGE_LIMIT,
     cursor: Cursor = None,
 ) -> Response:
-    page = await service_of(request).dead_letters(
+    page = await dead_letters_of(request).page(
         topic=topic, limit=page_limit(request, limit), cursor=cursor
     )
     return MsgspecJSONResponse(
@@ -50,7 +50,7 @@ async def list_dead_letters(
     ),
 )
 async def replay_dead_letter(request: Request, topic: TopicPath, timer_id: TimerIdPath) -> Response:
-    result, before = await service_of(request).replay(topic, timer_id)
+    result, before = await dead_letters_of(request).replay(topic, timer_id)
     return MsgspecJSONResponse(timer_from_replay(result, before))
 
 
@@ -67,7 +67,7 @@ async def replay_dead_letter(request: Request, topic: TopicPath, timer_id: Timer
 )
 async def replay_topic(request: Request, topic: TopicPath) -> Response:
     _refuse_other_queries(request)
-    return MsgspecJSONResponse(Replayed(await service_of(request).replay_topic(topic)))
+    return MsgspecJSONResponse(Replayed(await dead_letters_of(request).replay_topic(topic)))
 
 
 @router.delete(
@@ -80,7 +80,7 @@ async def replay_topic(request: Request, topic: TopicPath) -> Response:
 )
 async def purge(request: Request, topic: TopicFilter = None) -> Response:
     _refuse_other_queries(request, frozenset({"topic"}))
-    return MsgspecJSONResponse(Purged(await service_of(request).purge_dead_letters(topic)))
+    return MsgspecJSONResponse(Purged(await dead_letters_of(request).purge(topic)))
 
 
 def _refuse_other_queries(request: Request, allowed: frozenset[str] = frozenset()) -> None:

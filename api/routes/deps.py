@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import Request
 
 from app.config import Settings
+from app.dead_letter_service import DeadLetterService
 from app.service import TimerService
 from app.topic_service import TopicService
 from storage.errors import InvalidInputError
@@ -18,6 +19,11 @@ def service_of(request: Request) -> TimerService:
 def topics_of(request: Request) -> TopicService:
     """Topic logs, consumer groups and routes (503 while the store is not open)."""
     return service_of(request).topic_service
+
+
+def dead_letters_of(request: Request) -> DeadLetterService:
+    """Dead letters: list, replay, purge (503 while the store is not open)."""
+    return service_of(request).dead_letter_service
 
 
 def settings_of(request: Request) -> Settings:
