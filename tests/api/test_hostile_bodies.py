@@ -50,6 +50,12 @@ CASES: list[tuple[str, str, str, str, bytes, str]] = [
      b"\x81\xa6timers\x91" + MSGPACK_DEEP, "body"),
     ("batch item bad utf-8", "POST", "/v1/timers/batch", JSON,
      b'{"timers":[{"topic":"a","delay_ms":1,"payload":"\xff"}]}', "timers[0]"),
+    ("cancel json 1000 deep", "POST", "/v1/timers/cancel", JSON,
+     b'{"timers":[' + JSON_DEEP + b"]}", "body"),
+    ("cancel msgpack 1000 deep", "POST", "/v1/timers/cancel", MSGPACK,
+     b"\x81\xa6timers\x91" + MSGPACK_DEEP, "body"),
+    ("cancel item bad utf-8", "POST", "/v1/timers/cancel", JSON,
+     b'{"timers":[{"topic":"keep","id":"k\xff"}]}', "timers[0]"),
     ("whole float, 500 deep", "PUT", "/v1/topics/q/route", JSON, _deep_in_route(500, "x"), "x"),
     ("whole float, 5000 deep", "PUT", "/v1/topics/q/route", JSON, _deep_in_route(5000, "url"),
      "timeout_ms"),
@@ -110,11 +116,14 @@ def test_a_body_that_is_not_well_formed_is_a_422_naming_the_field(
     _assert_kept(client)
 
 
-def test_a_batch_of_a_million_items_is_refused_by_its_count(client: httpx.Client) -> None:
+@pytest.mark.parametrize("path", ["/v1/timers/batch", "/v1/timers/cancel"])
+def test_a_batch_of_a_million_items_is_refused_by_its_count(
+    client: httpx.Client, path: str
+) -> None:
     """Too many items to decode one by one (that took 8.6 s on the event loop): the
     count rule answers, and no problem is listed per item."""
     body = b'{"timers":[' + b",".join([b"1"] * 1_000_000) + b"]}"
-    error = _error(client.post("/v1/timers/batch", content=body, headers={"content-type": JSON}))
+    error = _error(client.post(path, content=body, headers={"content-type": JSON}))
     assert error["field"] == "timers", error
     assert error["message"] == "timers must hold 1 to 10000 items, got 1000000"
     assert "problems" not in error
