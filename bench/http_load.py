@@ -98,6 +98,11 @@ def start_server(
 BodyFor = Callable[[int], tuple[list[bytes], str]]  # a client's bodies, sent in turn
 
 
+def shares(requests: int, clients: int) -> list[int]:
+    """How many of ``requests`` each client thread of ``_drive`` sends."""
+    return [requests // clients + (1 if i < requests % clients else 0) for i in range(clients)]
+
+
 def _drive(url: str, clients: int, requests: int, body_for: BodyFor) -> float:
     """Send ``requests`` POSTs spread over ``clients`` threads; return the wall seconds.
     Client ``i`` sends the bodies ``body_for(i)`` in turn (``body_for(-1)``: the path).
@@ -129,7 +134,7 @@ def _drive(url: str, clients: int, requests: int, body_for: BodyFor) -> float:
             conn.close()
 
     path = parts.path.rstrip("/") + body_for(-1)[1]  # (the bodies of -1 are not sent)
-    share = [requests // clients + (1 if i < requests % clients else 0) for i in range(clients)]
+    share = shares(requests, clients)
     threads = [threading.Thread(target=client, args=(i, n, path)) for i, n in enumerate(share)]
     started = time.perf_counter()
     for t in threads:
@@ -193,10 +198,9 @@ def batch_cancels(url: str, clients: int, batches: int, size: int, kind: str) ->
     its own pending timers (scheduled before the clock starts, with 100 B payloads), so
     every identity is removed: the figure is the cancel path, not the unknown one. Each
     answer is read whole; the count of removals is checked afterwards in ``/v1/stats``."""
-    share = [batches // clients + (1 if i < batches % clients else 0) for i in range(clients)]
-    idents = [
+    idents = [  # client i's bodies: _drive gives client i the same share of each run
         [[(f"cancel-{kind}-{i}", f"b{b}-{j}") for j in range(size)] for b in range(n)]
-        for i, n in enumerate(share)
+        for i, n in enumerate(shares(batches, clients))
     ]
 
     def schedules(i: int) -> tuple[list[bytes], str]:

@@ -44,16 +44,18 @@ CASES: list[tuple[str, str, str, str, bytes, str]] = [
     ("commit bad utf-8 key", "POST", "/v1/topics/t/groups/g/commit", JSON,
      b'{"offset":1,"\xff":1}', "body"),
     ("ingest bad utf-8", "POST", "/v1/admin/ingest", JSON, b'{"stage_dir":"\xff"}', "body"),
-    ("batch json 1000 deep", "POST", "/v1/timers/batch", JSON,
-     b'{"timers":[' + JSON_DEEP + b"]}", "body"),
-    ("batch msgpack 1000 deep", "POST", "/v1/timers/batch", MSGPACK,
-     b"\x81\xa6timers\x91" + MSGPACK_DEEP, "body"),
+    *[
+        case
+        for name, path in (("batch", "/v1/timers/batch"), ("cancel", "/v1/timers/cancel"))
+        for case in (
+            (f"{name} json 1000 deep", "POST", path, JSON, b'{"timers":[' + JSON_DEEP + b"]}",
+             "body"),
+            (f"{name} msgpack 1000 deep", "POST", path, MSGPACK,
+             b"\x81\xa6timers\x91" + MSGPACK_DEEP, "body"),
+        )
+    ],
     ("batch item bad utf-8", "POST", "/v1/timers/batch", JSON,
      b'{"timers":[{"topic":"a","delay_ms":1,"payload":"\xff"}]}', "timers[0]"),
-    ("cancel json 1000 deep", "POST", "/v1/timers/cancel", JSON,
-     b'{"timers":[' + JSON_DEEP + b"]}", "body"),
-    ("cancel msgpack 1000 deep", "POST", "/v1/timers/cancel", MSGPACK,
-     b"\x81\xa6timers\x91" + MSGPACK_DEEP, "body"),
     ("cancel item bad utf-8", "POST", "/v1/timers/cancel", JSON,
      b'{"timers":[{"topic":"keep","id":"k\xff"}]}', "timers[0]"),
     ("whole float, 500 deep", "PUT", "/v1/topics/q/route", JSON, _deep_in_route(500, "x"), "x"),
