@@ -65,6 +65,7 @@ class Ownership:
         self.snapshotting: set[int] = set()
         self.closing = False  # stop() began: no new worker-thread work
         self.lock = threading.Lock()
+        self.apply_lock = threading.Lock()  # every owned partition's (cluster.partition)
         self.owned: dict[int, OwnedPartition] = {}
         self.held: dict[int, HeldLease] = {}  # leases held: owned, or being restored
         self.restoring: set[int] = set()
@@ -308,7 +309,14 @@ class Ownership:
                 write_marker(store, seq, dirty=False)
                 writer = (self.node_id, epoch)
                 return OwnedPartition(
-                    partition, store, self.changelog, self.loop, writer, seq, self.on_lost
+                    partition,
+                    store,
+                    self.changelog,
+                    self.loop,
+                    writer,
+                    seq,
+                    self.on_lost,
+                    self.apply_lock,
                 )
             raise FencedError(f"partition {partition}: could not fence in {FENCE_TRIES} tries")
         except BaseException:

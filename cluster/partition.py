@@ -16,6 +16,13 @@ a directory found dirty on open holds changes the changelog may not, and is rebu
 the changelog (``cluster.restore``). When an append fails (fenced by a new owner, or
 not acknowledged in time) the partition is lost at once: every waiting request gets the
 error (retryable, 503), nothing more is applied, and ``on_lost`` tells the store.
+
+Every partition a node owns applies under one lock of the node's (``apply_lock``), held
+only while the local store takes the change. Each partition has its own store and lock,
+so without it a node's HTTP and RPC worker threads applied the parts of several
+partitions at once: RocksDB lets go of the GIL in every call, and those threads took it
+from one another on each, which cost more CPU than the parallel writes saved
+(docs/cluster.md, "One apply at a time per node").
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ class OwnedPartition:
         writer: tuple[str, int],
         last_seq: int,
         on_lost: Callable[[int, TimerStoreError], None],
+        apply_lock: threading.Lock,
     ) -> None:
         self.partition = partition
         self.store = store
@@ -75,6 +83,7 @@ class OwnedPartition:
         self.node_id, self.epoch = writer
         self.last_seq = last_seq
         self.on_lost = on_lost
+        self.apply_lock = apply_lock  # the node's: one partition's change applied at a time
         self.lock = threading.Lock()
         self.lost: TimerStoreError | None = None
         self._pending: list[tuple[Op, concurrent.futures.Future[None]]] = []
@@ -106,14 +115,15 @@ class OwnedPartition:
         caller writing several partitions wakes it once (``start_flushes``)."""
         with self.lock:
             self.check()
-            if not self._dirty:
-                write_marker(self.store, self.last_seq, dirty=True)
-                self._dirty = True
-            try:
-                result, op = perform(self.store)
-            except BaseException:  # nothing applied (each store write is atomic)
-                self._settle_marker()
-                raise
+            with self.apply_lock:
+                if not self._dirty:
+                    write_marker(self.store, self.last_seq, dirty=True)
+                    self._dirty = True
+                try:
+                    result, op = perform(self.store)
+                except BaseException:  # nothing applied (each store write is atomic)
+                    self._settle_marker()
+                    raise
             if op is None:
                 self._settle_marker()
                 return result, None

@@ -35,7 +35,14 @@ def owned(node: Node, path: Path, partition: int, writer: tuple[str, int]) -> Ow
     seq = catch_up(node.loop, node.changelog, partition, store, seq)
     lost: list[TimerStoreError] = []
     part = OwnedPartition(
-        partition, store, node.changelog, node.loop, writer, seq, lambda p, e: lost.append(e)
+        partition,
+        store,
+        node.changelog,
+        node.loop,
+        writer,
+        seq,
+        lambda p, e: lost.append(e),
+        threading.Lock(),
     )
     return part
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,7 +60,10 @@ def test_a_snapshot_trims_the_log_and_restores_the_state(node: Node, tmp_path: P
     snapshots = Snapshots(node.js, 1, node.loop)
     node.loop.run(snapshots.ensure())
     store, seq = open_local(rocks_at(tmp_path / "owner"), P, snapshots)
-    part = OwnedPartition(P, store, node.changelog, node.loop, ("n0", 1), seq, lambda p, e: None)
+    writer = ("n0", 1)
+    part = OwnedPartition(
+        P, store, node.changelog, node.loop, writer, seq, lambda p, e: None, threading.Lock()
+    )
     part.write(lambda s: effects.schedule(s, timers("a", 10, 1_000), 1_000))
     due = part.store.due(2_000, 4)
     part.write(lambda s: effects.commit_delivered(s, due, 2_001, LOG_SINK))
