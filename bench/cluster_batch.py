@@ -174,6 +174,8 @@ def run_nodes(
     last node sees afterwards (every acknowledged timer must be there)."""
     with running(nodes):
         balanced(nodes)  # no partition handed back while the bodies go in
+        for node in nodes:  # and none still restoring what it was handed
+            node.wait_ready()
         posts = [[(nodes[i % len(nodes)].url, body) for i, body in batch] for batch in batches]
         seconds, resent = asyncio.run(post_jobs(posts, concurrency, content_type))
         pending = pending_seen(nodes[-1].url)
