@@ -150,8 +150,8 @@ def burst(
         delivered_s = wait_delivered(urls[0], batches * args.per_batch, due_ms)
         mirrored = {}
         if mirror_at is not None:
-            seconds, held = wait_mirrored(mirror_at, batches * args.per_batch, due_ms)
-            mirrored = {"mirrored_seconds": seconds, "mirror_messages": held}
+            mirror_s, held = wait_mirrored(mirror_at, batches * args.per_batch, due_ms)
+            mirrored = {"mirrored_seconds": mirror_s, "mirror_messages": held}
         checked = check_logs(urls[0])
         pending = pending_seen(urls[0])
     return {
