@@ -11,10 +11,12 @@ from typing import Any
 
 from cluster import effects
 from cluster.partition import OwnedPartition, start_flushes
+from cluster.records import Op
 from storage.errors import TimerStoreError
 from storage.rocks.store import RocksTimerStore
 
 Begun = tuple[Any, concurrent.futures.Future[None] | None] | TimerStoreError
+Perform = Callable[[RocksTimerStore], tuple[Any, Op | None]]  # see OwnedPartition.begin
 # the writes a batch splits by partition (``write_parts``), and what performs each
 WRITES: dict[str, Callable[..., Any]] = {"schedule": effects.schedule, "cancel": effects.cancel}
 
@@ -34,12 +36,20 @@ def write_parts(method: str, parts: Sequence[tuple[OwnedPartition, tuple[Any, ..
     its TimerStoreError, in order; a partition lost meanwhile answers PartitionMovedError
     (not stored: the router may send it to the new owner)."""
     perform = WRITES[method]
+    return write_each([(part, functools.partial(_perform, perform, args)) for part, args in parts])
+
+
+def write_each(writes: Sequence[tuple[OwnedPartition, Perform]]) -> list[Any]:
+    """Each ``(partition, perform)`` applied in this thread and its operation queued,
+    their flushes started with one wake-up of the loop, then every acknowledgement
+    awaited together: the appends of different partitions overlap instead of each
+    waiting for the one before. Each result or its TimerStoreError, in order."""
     starts: list[OwnedPartition] = []
     begun: list[Begun] = []
     try:
-        for part, args in parts:
+        for part, perform in writes:
             try:
-                begun.append(part.begin(functools.partial(_perform, perform, args), starts))
+                begun.append(part.begin(perform, starts))
             except TimerStoreError as e:
                 begun.append(e)
     finally:

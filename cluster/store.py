@@ -25,7 +25,7 @@ from cluster.errors import PartitionMovedError
 from cluster.forwards import ForwardCounts
 from cluster.joining import ClusterParts, join
 from cluster.listing import by_partition, merged_topics, summed_counts, summed_stats, walk_pages
-from cluster.local import run_local
+from cluster.local import run_local, write_each
 from cluster.loop import LoopThread
 from cluster.owned import OwnedReadings
 from cluster.ownership import now_ms
@@ -261,14 +261,20 @@ class ClusterStore:
         return found
 
     def _outcome(self, timers: Sequence[DueTimer], perform: Outcome) -> list[Any]:
+        """``perform`` on each partition's part of ``timers``, their appends overlapping
+        (``write_each``): [(the part's indexes, its result)], or the first partition's
+        error once every part is settled. A failed part leaves the others committed, and
+        the dispatcher's release then finds only the failed part's timers in flight."""
         groups = by_partition([t.topic for t in timers], self.partition)
-        out: list[Any] = []
-        for p, idx in groups.items():
-            part = self.ownership.owned_partition(p)
-            batch = [timers[i] for i in idx]
-            found = part.write(_bound(perform, batch))
-            out.append((idx, found))
-        return out
+        writes = [
+            (self.ownership.owned_partition(p), _bound(perform, [timers[i] for i in idx]))
+            for p, idx in groups.items()
+        ]
+        found = write_each(writes)
+        for answer in found:
+            if isinstance(answer, TimerStoreError):
+                raise answer
+        return list(zip(groups.values(), found, strict=True))
 
     def commit_delivered(
         self, timers: Sequence[DueTimer], delivered_ms: int, *, sink: str
