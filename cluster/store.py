@@ -25,7 +25,7 @@ from cluster.errors import PartitionMovedError
 from cluster.forwards import ForwardCounts
 from cluster.joining import ClusterParts, join
 from cluster.listing import by_partition, merged_topics, summed_counts, summed_stats, walk_pages
-from cluster.local import run_local, write_each
+from cluster.local import Perform, run_local, write_each
 from cluster.loop import LoopThread
 from cluster.owned import OwnedReadings
 from cluster.ownership import now_ms
@@ -356,9 +356,7 @@ def _check_schedule(timers: Sequence[NewTimer], now_ms: int) -> None:
             check_range(t.deliver_at_ms, f"timers[{i}].deliver_at_ms")
 
 
-def _bound(
-    perform: Outcome, batch: list[DueTimer]
-) -> Callable[[RocksTimerStore], tuple[Any, Op | None]]:
+def _bound(perform: Outcome, batch: list[DueTimer]) -> Perform:
     return lambda store: perform(store, batch)
 
 

@@ -5,6 +5,7 @@ unknown (each a bug the randomized fault run found)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,33 @@ def test_a_schedule_whose_record_went_unanswered_is_not_retried_by_the_router(
             node.schedule(timers("orders", 1, NOW_MS + 60_000), NOW_MS)
     finally:
         servers.resume(0)
+
+
+def test_a_delivered_batchs_partitions_append_together(
+    servers: NatsCluster, node: ClusterStore
+) -> None:
+    """A dispatched batch over three partitions: while JetStream answers nothing, every
+    partition's record is in flight at once (not one waiting for the ack before it)."""
+    topics = _topics_in_partitions(node, 3)
+    for topic in topics:
+        node.schedule(timers(topic, 2, NOW_MS - 100), NOW_MS)
+    due = node.due(NOW_MS, 100)
+    parts = [node.ownership.owned_partition(node.partition(t)) for t in topics]
+    servers.pause(0)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            commit = pool.submit(node.commit_delivered, due, NOW_MS + 1, sink=LOG_SINK)
+            wait_for(lambda: all(p._flushing for p in parts), "every part's append in flight")
+            servers.resume(0)
+            assert sorted(commit.result(60)) == [0, 0, 0, 1, 1, 1]
+    finally:
+        servers.resume(0)
+
+
+def _topics_in_partitions(node: ClusterStore, count: int) -> list[str]:
+    found: dict[int, str] = {}
+    for i in range(1_000):
+        found.setdefault(node.partition(f"topic{i}"), f"topic{i}")
+        if len(found) == count:
+            return list(found.values())
+    raise AssertionError(f"fewer than {count} partitions")
