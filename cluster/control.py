@@ -1,7 +1,8 @@
 """``store.control`` of the cluster: storage's ControlStore over the JetStream KV bucket
 ``ts_control`` (R = replicas), so routes and consumer-group offsets are read and written
 from any node. Key ``c.<hex space>.<hex name>``: hex keeps every byte a KV key may not
-hold out of it, and sorts as the bytes do, so ``scan`` returns names in order.
+hold out of it, and sorts as the bytes do, so ``scan`` returns names in order. ``scan``
+lists the keys from the bucket stream's subjects (``cluster.connect.stream_subjects``).
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from typing import Any, TypeVar
 
 import nats.errors
 import nats.js.errors
+from nats.aio.client import Client
 from nats.js.kv import KeyValue
 
+from cluster.connect import stream_subjects
 from cluster.loop import LoopThread
 from storage.errors import StoreClosedError
 
@@ -26,8 +29,9 @@ def _key(space: str, name: str) -> str:
 
 
 class KvControl:
-    def __init__(self, loop: LoopThread, bucket: KeyValue) -> None:
+    def __init__(self, loop: LoopThread, client: Client, bucket: KeyValue) -> None:
         self.loop = loop
+        self.client = client
         self.bucket = bucket
 
     def _run(self, work: Coroutine[Any, Any, T]) -> T:
@@ -63,16 +67,16 @@ class KvControl:
 
     async def _scan(self, space: str, prefix: str) -> list[tuple[str, bytes]]:
         head = f"c.{space.encode().hex()}."
-        try:
-            keys = await self.bucket.keys(filters=[head])  # nats-py: a substring match
-        except nats.js.errors.NoKeysError:
-            return []
+        prefix_subject = f"$KV.{CONTROL_BUCKET}."
+        subjects = await stream_subjects(
+            self.client, f"KV_{CONTROL_BUCKET}", f"{prefix_subject}{head}*"
+        )
         found: list[tuple[str, bytes]] = []
-        for key in sorted(k for k in keys if k.startswith(head)):
+        for key in sorted(s[len(prefix_subject) :] for s in subjects):
             name = bytes.fromhex(key[len(head) :]).decode()
             if not name.startswith(prefix):
                 continue
-            value = await self._get(key)
+            value = await self._get(key)  # None: deleted (its marker holds the subject)
             if value is not None:
                 found.append((name, value))
         return found

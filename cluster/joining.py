@@ -105,8 +105,8 @@ async def _set_up(
     except BaseException:
         await asyncio.to_thread(mirror.close)  # its own thread and connection
         raise
-    table = LeaseTable(leases, nodes)
+    table = LeaseTable(client, leases, nodes)
     ownership = Ownership(cluster, rocks, loop, changelog, table, snapshots)
     return ClusterParts(
-        cluster, loop, client, changelog, ownership, KvControl(loop, control), mirror
+        cluster, loop, client, changelog, ownership, KvControl(loop, client, control), mirror
     )

@@ -22,9 +22,12 @@ import logging
 
 import msgspec
 import nats.js.errors
+from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import StorageType
 from nats.js.kv import KeyValue
+
+from cluster.connect import stream_subjects
 
 log = logging.getLogger(__name__)
 LEASES_BUCKET = "ts_leases"
@@ -70,7 +73,8 @@ async def open_bucket(js: JetStreamContext, bucket: str, replicas: int) -> KeyVa
 
 
 class LeaseTable:
-    def __init__(self, leases: KeyValue, nodes: KeyValue) -> None:
+    def __init__(self, client: Client, leases: KeyValue, nodes: KeyValue) -> None:
+        self.client = client
         self.leases = leases
         self.nodes = nodes
 
@@ -99,11 +103,11 @@ class LeaseTable:
         await self.nodes.put(node_id, msgspec.json.encode(beat))
 
     async def members(self) -> dict[str, NodeBeat]:
-        """Every node's last heartbeat: the bucket's keys from one stream-info call (its
-        subjects), not a watcher consumer per tick."""
+        """Every node's last heartbeat: the bucket's keys from its stream's subjects, not
+        a watcher consumer per tick."""
         prefix = f"$KV.{NODES_BUCKET}."
-        info = await self.nodes._js.stream_info(f"KV_{NODES_BUCKET}", subjects_filter=prefix + ">")
-        names = [subject[len(prefix) :] for subject in info.state.subjects or {}]
+        subjects = await stream_subjects(self.client, f"KV_{NODES_BUCKET}", prefix + ">")
+        names = [subject[len(prefix) :] for subject in subjects]
         beats = await asyncio.gather(*(self._beat_of(name) for name in names))
         return {name: beat for name, beat in zip(names, beats, strict=True) if beat is not None}
 
