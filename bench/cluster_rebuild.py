@@ -37,11 +37,12 @@ import nats.js.errors
 from bench.cluster_batch import TOPICS, bodies, pending_seen, post_all
 from bench.cluster_nodes import cluster_nodes, measured, running, write_result
 from bench.cluster_takeover import balanced, owners
+from cluster.connect import stream_subjects
 from cluster.natsd import NatsCluster
 from cluster.node_process import NodeProcess
 from cluster.ownership import SNAPSHOT_EVERY_RECORDS
 from cluster.settings import DEFAULT_PARTITIONS
-from cluster.snapshots import SNAPSHOTS_BUCKET
+from cluster.snapshots import META_SUBJECTS, OBJECTS_STREAM, SNAPSHOTS_BUCKET, object_of_meta
 
 POLL_S = 0.05
 ROUND_TIMEOUT_S = 900.0
@@ -127,12 +128,19 @@ async def snapshot_partitions(urls: list[str]) -> set[int]:
     """The partitions with a snapshot in the Object Store (``p<partition>/<seq>``)."""
     client = await nats.connect(servers=urls)
     try:
-        try:
+        try:  # the stream's subjects: ObjectStore.list may miss objects (cluster.connect)
+            metas = await stream_subjects(client, OBJECTS_STREAM, META_SUBJECTS)
             bucket = await client.jetstream().object_store(SNAPSHOTS_BUCKET)
-            infos = await bucket.list(ignore_deletes=True)
-        except nats.js.errors.NotFoundError:  # no bucket, or an empty one
+        except nats.js.errors.NotFoundError:  # no bucket yet
             return set()
-        return {int(i.name[1:].split("/")[0]) for i in infos if not i.deleted}
+        partitions: set[int] = set()
+        for name in map(object_of_meta, metas):
+            try:
+                await bucket.get_info(name)
+            except nats.js.errors.ObjectNotFoundError:  # deleted
+                continue
+            partitions.add(int(name[1:].split("/")[0]))
+        return partitions
     finally:
         await client.close()
 
