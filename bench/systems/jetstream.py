@@ -276,6 +276,19 @@ class JetStreamSystem(PeerSystem):
             if self.nc is not None:
                 self._call(self.nc.close(), 30)
         finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self.servers.stop()
+            try:  # nats-py's own tasks (its flusher) would otherwise die with the loop
+                self._call(_cancel_other_tasks(), 10)
+            finally:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._thread.join(10)
+                if not self._thread.is_alive():
+                    self._loop.close()
+                self.servers.stop()
+
+
+async def _cancel_other_tasks() -> None:
+    """Cancel every task on this loop but the caller, and wait until each has ended."""
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
