@@ -36,10 +36,10 @@ async def stream_subjects(client: Client, stream: str, subjects_filter: str) -> 
     """The subjects of ``stream`` matching ``subjects_filter`` that hold a message, from
     STREAM.INFO's subject counts, page by page (a server sends at most 100,000 a page).
 
-    One request, answered by the stream's leader from its state: no consumer. nats-py's
-    ``KeyValue.keys`` starts an ordered push consumer and may signal "no more keys" before
-    the first one arrives (its consumer-info check races the delivery), so a listing
-    right after a put could come back empty."""
+    One request a page, answered by the stream's leader from its state: no consumer.
+    nats-py's ``KeyValue.keys`` starts an ordered push consumer and may signal "no more
+    keys" before the first one arrives (its consumer-info check races the delivery), so a
+    listing right after a put could come back empty."""
     found: list[str] = []
     while True:
         body = json.dumps({"subjects_filter": subjects_filter, "offset": len(found)}).encode()
