@@ -32,7 +32,9 @@ async def _connection_error(error: Exception) -> None:
     log.warning("nats: %r", error)
 
 
-async def stream_subjects(client: Client, stream: str, subjects_filter: str) -> list[str]:
+async def stream_subjects(
+    client: Client, stream: str, subjects_filter: str, timeout_s: float = JETSTREAM_TIMEOUT_S
+) -> list[str]:
     """The subjects of ``stream`` matching ``subjects_filter`` that hold a message, from
     STREAM.INFO's subject counts, page by page (a server sends at most 100,000 a page).
 
@@ -43,7 +45,7 @@ async def stream_subjects(client: Client, stream: str, subjects_filter: str) -> 
     found: list[str] = []
     while True:
         body = json.dumps({"subjects_filter": subjects_filter, "offset": len(found)}).encode()
-        reply = await client.request(f"$JS.API.STREAM.INFO.{stream}", body, JETSTREAM_TIMEOUT_S)
+        reply = await client.request(f"$JS.API.STREAM.INFO.{stream}", body, timeout_s)
         answer = json.loads(reply.data)
         if "error" in answer:
             nats.js.errors.APIError.from_error(answer["error"])  # raises

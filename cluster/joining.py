@@ -100,7 +100,7 @@ async def _set_up(
     )
     try:
         await step("the TIMERSTORE_LOG stream", mirror.ensure)
-        snapshots = Snapshots(js, replicas, loop)
+        snapshots = Snapshots(client, js, replicas, loop)
         await step(SNAPSHOTS_BUCKET, snapshots.ensure)
     except BaseException:
         await asyncio.to_thread(mirror.close)  # its own thread and connection

@@ -93,6 +93,11 @@ class OwnedPartition:
         self.appended = 0  # records appended by this owner (cluster.ownership's snapshots)
         self.snapshot_at = 0  # ``appended`` when the last snapshot was taken
 
+    @property
+    def appending(self) -> bool:
+        """True while this partition's record is sent and not yet acknowledged."""
+        return self._flushing
+
     def check(self) -> None:
         if self.lost is not None:
             raise PartitionMovedError(f"partition {self.partition} moved: {self.lost.message}")

@@ -26,11 +26,13 @@ from pathlib import Path
 import msgspec
 import nats.js.errors
 import rocksdict as rd
+from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType
 from nats.js.object_store import ObjectStore
 
 from cluster.changelog import STREAM, subject
+from cluster.connect import stream_subjects
 from cluster.loop import LoopThread
 from cluster.partition import OwnedPartition
 from storage.errors import StoreCorruptError
@@ -63,7 +65,10 @@ def object_of_meta(meta: str) -> str:
 
 
 class Snapshots:
-    def __init__(self, js: JetStreamContext, replicas: int, loop: LoopThread) -> None:
+    def __init__(
+        self, client: Client, js: JetStreamContext, replicas: int, loop: LoopThread
+    ) -> None:
+        self.client = client
         self.js = js
         self.replicas = replicas
         self.loop = loop
@@ -124,9 +129,9 @@ class Snapshots:
         request (its subject counts). nats-py's ``ObjectStore.list`` waits on a push
         consumer without a deadline: in a fault run it hung for minutes while JetStream
         elected, holding a partition's restore (owned, never live)."""
-        info = await self.js.stream_info(OBJECTS_STREAM, subjects_filter=META_SUBJECTS)
+        metas = await stream_subjects(self.client, OBJECTS_STREAM, META_SUBJECTS)
         prefix = f"p{partition}/"
-        names = (object_of_meta(s) for s in (info.state.subjects or {}))
+        names = (object_of_meta(s) for s in metas)
         return sorted(n for n in names if n.startswith(prefix))
 
     def fetch(self, ref: SnapshotRef, into: Path) -> None:

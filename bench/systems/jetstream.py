@@ -32,11 +32,13 @@ from bench.systems.base import BenchTimer
 from bench.systems.natsd import NatsServers
 from bench.systems.peer import PeerSystem
 from bench.systems.servers import wait_for
+from cluster.connect import stream_subjects
 
 STREAM = "TIMERS"
 TARGET = "due.bench"
 DUE_HEADER = "Bench-Due"
 IN_FLIGHT = 20_000  # publish_async acks outstanding
+INFO_TIMEOUT_S = 30.0  # a listing of up to 1,000,000 subjects on a loaded machine
 FETCH = 1000
 READER_STOP_S = 5.0
 PUBLISH_TRIES = 50  # 10 s of publishes that reach no stream
@@ -247,25 +249,23 @@ class JetStreamSystem(PeerSystem):
 
     def pending(self) -> int:
         """Messages in the stream less the fired ones (one subject: a cheap count)."""
-        info = self._call(self._subjects_page(0, TARGET))
+        info = self._call(self._info(TARGET))
         fired = int((info["state"].get("subjects") or {}).get(TARGET, 0))
         return int(info["state"]["messages"]) - fired
 
-    async def _subjects_page(self, offset: int, subjects: str = "sched.>") -> dict[str, Any]:
+    async def _info(self, subjects: str) -> dict[str, Any]:
+        """STREAM.INFO with the counts of ``subjects``, asked with this system's own
+        timeout (``self.js`` keeps the short one its publishes need)."""
         assert self.nc is not None
-        body = json.dumps({"subjects_filter": subjects, "offset": offset}).encode()
-        reply = await self.nc.request(f"$JS.API.STREAM.INFO.{STREAM}", body, 30)
+        body = json.dumps({"subjects_filter": subjects}).encode()
+        reply = await self.nc.request(f"$JS.API.STREAM.INFO.{STREAM}", body, INFO_TIMEOUT_S)
         data: dict[str, Any] = json.loads(reply.data)
         return data
 
     def pending_ids(self) -> set[str]:
-        ids: set[str] = set()
-        while True:
-            page = self._call(self._subjects_page(len(ids)))
-            subjects = page["state"].get("subjects") or {}
-            ids.update(s.removeprefix("sched.") for s in subjects)
-            if not subjects or len(ids) >= int(page.get("total") or 0):
-                return ids
+        assert self.nc is not None
+        subjects = self._call(stream_subjects(self.nc, STREAM, "sched.>", INFO_TIMEOUT_S))
+        return {s.removeprefix("sched.") for s in subjects}
 
     def server_rss_bytes(self) -> int:
         return self.servers.rss_bytes()

@@ -118,7 +118,7 @@ def test_a_delivered_batchs_partitions_append_together(
     try:
         with ThreadPoolExecutor(1) as pool:
             commit = pool.submit(node.commit_delivered, due, NOW_MS + 1, sink=LOG_SINK)
-            wait_for(lambda: all(p._flushing for p in parts), "every part's append in flight")
+            wait_for(lambda: all(p.appending for p in parts), "every part's append in flight")
             servers.resume(0)
             assert sorted(commit.result(60)) == [0, 0, 0, 1, 1, 1]
     finally:

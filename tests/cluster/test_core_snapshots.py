@@ -57,7 +57,7 @@ def normalized(views: list[TimerView | None]) -> list[TimerView | None]:
 
 
 def test_a_snapshot_trims_the_log_and_restores_the_state(node: Node, tmp_path: Path) -> None:
-    snapshots = Snapshots(node.js, 1, node.loop)
+    snapshots = Snapshots(node.client, node.js, 1, node.loop)
     node.loop.run(snapshots.ensure())
     store, seq = open_local(rocks_at(tmp_path / "owner"), P, snapshots)
     writer = ("n0", 1)
