@@ -25,6 +25,8 @@ ROCKS_TICKERS = (
     "rocksdb.flush.write.bytes",
     "rocksdb.compact.write.bytes",
     "rocksdb.compact.read.bytes",
+    "rocksdb.compaction.total.time.cpu_micros",
+    "rocksdb.stall.micros",  # writes slowed or stopped (L0 files, pending compaction bytes)
     "rocksdb.blobdb.blob.file.bytes.written",
     "rocksdb.blobdb.blob.file.bytes.read",
 )
