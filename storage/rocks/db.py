@@ -29,6 +29,14 @@ REFERENCE_MEMTABLE_BYTES = 32 << 20  # the size RocksDB's L0 file-count defaults
 # index entries of 4 KiB ones). Its index and filters, held beside the block cache, fell
 # from 23.3 to 4.4 MiB at 10,000,000 pending (docs/operations.md, "Memory").
 TIMERS_BLOCK_BYTES = 16 << 10
+# L0 files (at 32 MiB memtables) before RocksDB slows and stops writes: its defaults (20, 36)
+# for every family but ``timers``, which takes (48, 80). Nothing reads ``timers`` by point
+# lookups on the write path (``ids`` answers those), so more L0 files cost it little. At
+# RocksDB's 20, from about 30,000,000 pending the writer was slowed for a third of its time while
+# the one compaction job caught up, leaving a core idle; at 48 it was never slowed, and
+# compaction wrote as much (docs/bench.md, "The L0 write stall").
+LEVEL0_STALL_FILES = (20, 36)
+TIMERS_LEVEL0_STALL_FILES = (48, 80)
 FORMAT_KEY = b"format_version"
 # Format 1 (the first layout) kept deliveries in a family of its own named "done".
 _FORMAT_1_FAMILY = "done"
@@ -110,7 +118,8 @@ def _family_options(settings: RocksSettings, cache: rd.Cache, name: str) -> rd.O
         settings.timers_write_buffer_bytes if name == "timers" else settings.write_buffer_bytes
     )
     opts.set_write_buffer_size(memtable_bytes)
-    compact, slowdown, stop = level0_triggers(memtable_bytes)
+    stall_files = TIMERS_LEVEL0_STALL_FILES if name == "timers" else LEVEL0_STALL_FILES
+    compact, slowdown, stop = level0_triggers(memtable_bytes, stall_files)
     opts.set_level_zero_file_num_compaction_trigger(compact)
     opts.set_level_zero_slowdown_writes_trigger(slowdown)
     opts.set_level_zero_stop_writes_trigger(stop)
@@ -127,10 +136,12 @@ def _family_options(settings: RocksSettings, cache: rd.Cache, name: str) -> rd.O
     return opts
 
 
-def level0_triggers(memtable_bytes: int) -> tuple[int, int, int]:
+def level0_triggers(
+    memtable_bytes: int, stall_files: tuple[int, int] = LEVEL0_STALL_FILES
+) -> tuple[int, int, int]:
     """L0 files before compaction, slowdown and stop for a family with memtables of
-    ``memtable_bytes``: RocksDB's defaults (4, 20, 36 files) scaled so that L0 holds as
-    many bytes as with 32 MiB memtables.
+    ``memtable_bytes``: 4 files (RocksDB's default) and ``stall_files``, each scaled so
+    that L0 holds as many bytes as it would with 32 MiB memtables.
 
     Small memtables make inserts cheap (a shallow skiplist: docs/perf.md, "The memtable
     step"), but with the default triggers they compact L0 as often as they flush. Keys
@@ -141,7 +152,8 @@ def level0_triggers(memtable_bytes: int) -> tuple[int, int, int]:
     0.70 and 0.93 at 32 MiB). The stalls count files too, so they scale the same way.
     """
     scale = max(1, REFERENCE_MEMTABLE_BYTES // memtable_bytes)
-    return 4 * scale, 20 * scale, 36 * scale
+    slowdown, stop = stall_files
+    return 4 * scale, slowdown * scale, stop * scale
 
 
 def is_format_1(path: str) -> bool:

@@ -248,11 +248,11 @@ def test_memtable_sizes_and_the_scaled_level0_triggers_reach_rocksdb(tmp_path):
     timers = families["timers"]
     assert int(timers["write_buffer_size"]) == 8 << 20
     assert int(timers["level0_file_num_compaction_trigger"]) == 16
-    assert int(timers["level0_slowdown_writes_trigger"]) == 80
-    assert int(timers["level0_stop_writes_trigger"]) == 144
+    assert int(timers["level0_slowdown_writes_trigger"]) == 192  # 4 x 48
+    assert int(timers["level0_stop_writes_trigger"]) == 320  # 4 x 80
 
 
-def test_default_memtables_small_for_ids_and_rocksdb_defaults_for_timers(tmp_path):
+def test_default_memtables_small_for_ids_and_later_write_stalls_for_timers(tmp_path):
     RocksTimerStore(RocksSettings(str(tmp_path / "r"))).close()
     families = _family_options(tmp_path / "r")
     ids = families["ids"]
@@ -262,9 +262,9 @@ def test_default_memtables_small_for_ids_and_rocksdb_defaults_for_timers(tmp_pat
     assert int(ids["level0_stop_writes_trigger"]) == 144
     timers = families["timers"]
     assert int(timers["write_buffer_size"]) == 32 << 20
-    assert int(timers["level0_file_num_compaction_trigger"]) == 4  # RocksDB's defaults
-    assert int(timers["level0_slowdown_writes_trigger"]) == 20
-    assert int(timers["level0_stop_writes_trigger"]) == 36
+    assert int(timers["level0_file_num_compaction_trigger"]) == 4  # RocksDB's default
+    assert int(timers["level0_slowdown_writes_trigger"]) == 48  # RocksDB's: 20
+    assert int(timers["level0_stop_writes_trigger"]) == 80  # RocksDB's: 36
 
 
 def test_new_identities_and_a_batch_that_repeats_one_leave_the_same_bytes(tmp_path):
