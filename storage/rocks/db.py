@@ -32,9 +32,9 @@ TIMERS_BLOCK_BYTES = 16 << 10
 # L0 files (at 32 MiB memtables) before RocksDB slows and stops writes: its defaults (20, 36)
 # for every family but ``timers``, which takes (48, 80). Nothing reads ``timers`` by point
 # lookups on the write path (``ids`` answers those), so more L0 files cost it little. At
-# RocksDB's 20, from about 30,000,000 pending the writer was slowed for a third of its time while
-# the one compaction job caught up, leaving a core idle; at 48 it was never slowed, and
-# compaction wrote as much (docs/bench.md, "The L0 write stall").
+# RocksDB's 20, past 30,000,000 pending the writer slept up to a third of each window while
+# the one compaction job caught up, leaving a core idle; at 48 it never slept, and
+# compaction wrote as much (4 KB payloads: a third less; docs/bench.md, "The L0 write stall").
 LEVEL0_STALL_FILES = (20, 36)
 TIMERS_LEVEL0_STALL_FILES = (48, 80)
 FORMAT_KEY = b"format_version"
