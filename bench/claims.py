@@ -67,11 +67,9 @@ def compaction_cost(results: dict[str, Any]) -> dict[str, Any]:
         if name.endswith("_blob"):
             continue
         ratios.append(v["end_vs_start"])
-        tickers = dig(v, "counters.tickers") or {}
-        compacted = tickers.get("rocksdb.compact.write.bytes")
         numbers.append(
             f"{name}: end/start {v['end_vs_start']:.2f} at {v['pending_end']:,} pending"
-            + ("" if compacted is None else f", compaction wrote {compacted / 1e6:,.0f} MB")
+            + _compaction_figures(dig(v, "counters.tickers") or {})
         )
     large = [r for n, r in zip(variants, ratios, strict=False) if n != "p200"]
     verdict = _verdict(large, 0.7, 0.7)
@@ -88,6 +86,19 @@ def compaction_cost(results: dict[str, Any]) -> dict[str, Any]:
         "refuted; untested when no compaction ran",
         verdict,
         numbers,
+    )
+
+
+def _compaction_figures(tickers: dict[str, int]) -> str:
+    """What compaction wrote and spent, and how long writes waited on it (RocksDB's
+    statistics; a figure the run did not record is left out)."""
+    compacted = tickers.get("rocksdb.compact.write.bytes")
+    cpu_us = tickers.get("rocksdb.compaction.total.time.cpu_micros")
+    stall_us = tickers.get("rocksdb.stall.micros")
+    return (
+        ("" if compacted is None else f", compaction wrote {compacted / 1e6:,.0f} MB")
+        + ("" if cpu_us is None else f" in {cpu_us / 1e6:,.1f} CPU-s")
+        + ("" if stall_us is None else f", writes stalled {stall_us / 1e6:,.1f} s")
     )
 
 
