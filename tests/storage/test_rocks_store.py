@@ -242,9 +242,14 @@ def test_memtable_sizes_and_the_scaled_level0_triggers_reach_rocksdb(tmp_path):
     families = _family_options(tmp_path / "r")
     for name in ("ids", "topiclog", "deadletter", "journal", "meta", "control"):
         assert int(families[name]["write_buffer_size"]) == 4 << 20, name
+    for name in ("topiclog", "deadletter", "journal", "meta", "control"):
         assert int(families[name]["level0_file_num_compaction_trigger"]) == 32, name
         assert int(families[name]["level0_slowdown_writes_trigger"]) == 160, name
         assert int(families[name]["level0_stop_writes_trigger"]) == 288, name
+    ids = families["ids"]  # four 4 MiB memtables to a flush: 16 MiB L0 files
+    assert int(ids["level0_file_num_compaction_trigger"]) == 8
+    assert int(ids["level0_slowdown_writes_trigger"]) == 40
+    assert int(ids["level0_stop_writes_trigger"]) == 72
     timers = families["timers"]
     assert int(timers["write_buffer_size"]) == 8 << 20
     assert int(timers["level0_file_num_compaction_trigger"]) == 16
@@ -257,14 +262,42 @@ def test_default_memtables_small_for_ids_and_later_write_stalls_for_timers(tmp_p
     families = _family_options(tmp_path / "r")
     ids = families["ids"]
     assert int(ids["write_buffer_size"]) == 8 << 20
-    assert int(ids["level0_file_num_compaction_trigger"]) == 16  # 4 x 8 MiB = 4 x 32 MiB / 4
-    assert int(ids["level0_slowdown_writes_trigger"]) == 80
-    assert int(ids["level0_stop_writes_trigger"]) == 144
+    assert int(ids["min_write_buffer_number_to_merge"]) == 4  # one L0 file: 32 MiB
+    assert int(ids["max_write_buffer_number"]) == 6
+    assert int(ids["level0_file_num_compaction_trigger"]) == 4  # RocksDB's defaults, as
+    assert int(ids["level0_slowdown_writes_trigger"]) == 20  # for 32 MiB memtables
+    assert int(ids["level0_stop_writes_trigger"]) == 36
+    assert int(families["deadletter"]["min_write_buffer_number_to_merge"]) == 1
     timers = families["timers"]
     assert int(timers["write_buffer_size"]) == 32 << 20
     assert int(timers["level0_file_num_compaction_trigger"]) == 4  # RocksDB's default
     assert int(timers["level0_slowdown_writes_trigger"]) == 48  # RocksDB's: 20
     assert int(timers["level0_stop_writes_trigger"]) == 80  # RocksDB's: 36
+
+
+def test_ids_flushes_four_memtables_into_one_level0_file(tmp_path):
+    """RocksDB merges four full ``ids`` memtables in one flush: a quarter of the L0 files
+    that a schedule's lookup of new names passes through. Compaction is off, so every
+    flushed file stays in L0 as it was written."""
+    memtable_bytes = 64 << 10
+    settings = RocksSettings(
+        str(tmp_path / "r"), write_buffer_bytes=memtable_bytes, disable_auto_compactions=True
+    )
+    store = RocksTimerStore(settings)
+    try:
+        for start in range(0, 40_000, 1000):
+            names = range(start, start + 1000)
+            store.schedule([NewTimer("t", f"name-{i:08d}", NOW + i, b"") for i in names], NOW)
+        files = store.core.handles.db.live_files()
+    finally:
+        store.close()
+    # an ids key is the identity, "t" 0x00 name (a timers key starts with its due time)
+    ids_files = [f for f in files if f["start_key"].startswith(b"t\x00")]
+    # an entry takes at least its 15-byte key, 8-byte value and 8-byte sequence number
+    one_memtable_holds_at_most = memtable_bytes // (15 + 8 + 8)
+    assert len(ids_files) >= 2
+    assert all(f["level"] == 0 for f in ids_files)
+    assert min(f["num_entries"] for f in ids_files) > 3 * one_memtable_holds_at_most
 
 
 def test_new_identities_and_a_batch_that_repeats_one_leave_the_same_bytes(tmp_path):
