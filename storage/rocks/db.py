@@ -40,8 +40,9 @@ TIMERS_LEVEL0_STALL_FILES = (48, 80)
 # ``ids`` flushes four of its 8 MiB memtables into one L0 file: inserts stay in a shallow
 # skiplist, and L0 holds a quarter of the files. Every schedule multi-gets new names
 # through all of ``ids``'s L0 files, and while the one compaction job served ``timers``,
-# 8 MiB files piled up to 72: the lookup rose from 0.6 to 2.2 us a timer. With four to a
-# flush at most 10 were seen and it stayed under 0.9 us (docs/bench.md, "The ids lookup").
+# 8 MiB files piled up to 72: the lookup rose from 0.6 to 2.2 us a timer. Four to a
+# flush, at most 10 files and 0.93 us at 40,000,000 pending (docs/bench.md, "The `ids`
+# lookup").
 IDS_MEMTABLES_PER_FLUSH = 4
 FORMAT_KEY = b"format_version"
 # Format 1 (the first layout) kept deliveries in a family of its own named "done".
