@@ -143,4 +143,7 @@ def test_growth_at_size_delivers_a_burst_and_a_steady_rate_on_the_grown_store(
     assert burst["lateness"]["early"] == 0 and burst["deliver_all_s"] is not None
     assert steady["scheduled"] > 0 and steady["never_delivered"] == 0
     assert steady["lateness"]["early"] == 0
+    for phase in (burst, steady):  # what RocksDB did meanwhile: stalls, compaction
+        tickers = phase["counters"]["tickers"]
+        assert tickers["rocksdb.number.keys.written"] > 0 and "rocksdb.stall.micros" in tickers
     assert "burst p99 at size" in (run / "report.md").read_text()
