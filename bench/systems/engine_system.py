@@ -152,8 +152,16 @@ class EngineSystem(BenchSystem):
 
     def counters(self) -> dict[str, Any]:
         out: dict[str, Any] = {"stats": _plain(self.store.stats())}
-        if isinstance(self.store, RocksTimerStore) and self.store.settings.statistics:
-            out["tickers"] = {n: self.store.ticker(n) for n in ROCKS_TICKERS}
+        if isinstance(self.store, RocksTimerStore):
+            # RocksDB's own properties, kept without statistics (which cost every write):
+            # whether writes stalled since the open, and the compaction left to do
+            rocks = self.store.rocksdb_metrics()
+            out["rocksdb"] = {
+                "write_stall_s": rocks.write_stall_seconds,
+                "pending_compaction_bytes": rocks.pending_compaction_bytes,
+            }
+            if self.store.settings.statistics:
+                out["tickers"] = {n: self.store.ticker(n) for n in ROCKS_TICKERS}
         extra: Any = getattr(self.store, "counters", None)
         if hasattr(extra, "snapshot"):
             extra = extra.snapshot()
