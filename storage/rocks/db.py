@@ -29,7 +29,7 @@ REFERENCE_MEMTABLE_BYTES = 32 << 20  # the size RocksDB's L0 file-count defaults
 # index entries of 4 KiB ones). Its index and filters, held beside the block cache, fell
 # from 23.3 to 4.4 MiB at 10,000,000 pending (docs/operations.md, "Memory").
 TIMERS_BLOCK_BYTES = 16 << 10
-# L0 files (at 32 MiB memtables) before RocksDB slows and stops writes: its defaults (20, 36)
+# L0 files (of 32 MiB flushes) before RocksDB slows and stops writes: its defaults (20, 36)
 # for every family but ``timers``, which takes (48, 80). Nothing reads ``timers`` by point
 # lookups on the write path (``ids`` answers those), so more L0 files cost it little. At
 # RocksDB's 20, past 30,000,000 pending the writer slept up to a third of each window while
