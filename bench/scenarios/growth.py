@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bench.measure import now_ms, rss_bytes
+from bench.measure import core_shares, now_ms, rss_bytes, thread_clock
 from bench.scenarios import at_size
 from bench.scenarios.common import Column, Context, chunks, timers
 from bench.systems import SystemSpec
@@ -138,7 +138,7 @@ def run_variant(
     )
     try:
         memory_before = memory_bytes(system)
-        rates, cpu_rates = _enqueue_windows(system, ctx, plan)
+        rates, cpu_rates, shares = _enqueue_windows(system, ctx, plan)
         pending = system.pending()
         memory_growth = memory_bytes(system) - memory_before
         out: dict[str, Any] = {
@@ -148,6 +148,7 @@ def run_variant(
             "memory_growth_mb": memory_growth / 2**20,
             "memory_per_pending_b": memory_growth / pending if pending else None,
             **_rate_figures(rates, cpu_rates, plan),
+            "core_shares": shares,
         }
         if isinstance(system, EngineSystem):
             out.update(_read_figures(system, spec, ctx, plan))
@@ -167,9 +168,11 @@ def memory_bytes(system: BenchSystem) -> int:
 
 def _enqueue_windows(
     system: BenchSystem, ctx: Context, plan: _Plan
-) -> tuple[list[float], list[float]]:
-    """Schedules the plan's windows one after the other; each window's rate (timers/s)
-    and its rate per CPU second of this thread (timers/s of ``time.thread_time``).
+) -> tuple[list[float], list[float], list[dict[str, float] | None]]:
+    """Schedules the plan's windows one after the other; each window's rate (timers/s),
+    its rate per CPU second of this thread (timers/s of ``time.thread_time``), and the
+    cores each thread name of this process used over the window (``core_shares``: where
+    RocksDB's compaction and flush threads took the machine's cores from the writer).
 
     A window's timers are made in slices of at most ``SLICE`` (a 100M run has windows of
     2.5M: made at once they would take GBs); only the schedule calls are timed. The CPU
@@ -178,7 +181,9 @@ def _enqueue_windows(
     rng = ctx.rng
     rates: list[float] = []
     cpu_rates: list[float] = []
+    shares: list[dict[str, float] | None] = []
     for w in range(plan.windows):
+        clock = thread_clock()
         first = w * plan.window_timers
         elapsed = cpu_s = 0.0
         for start in range(first, first + plan.window_timers, SLICE):
@@ -198,15 +203,25 @@ def _enqueue_windows(
             cpu_s += time.thread_time() - cpu0
         rates.append(plan.window_timers / elapsed)
         cpu_rates.append(plan.window_timers / max(cpu_s, 1e-9))
-        _note_window(plan, w, rates[-1], cpu_rates[-1])
+        shares.append(core_shares(clock, thread_clock()))
+        _note_window(plan, w, rates[-1], cpu_rates[-1], shares[-1])
         ctx.progress((plan.share[0] + (w + 1) / plan.windows) / plan.share[1])
-    return rates, cpu_rates
+    return rates, cpu_rates, shares
 
 
-def _note_window(plan: _Plan, w: int, rate: float, cpu_rate: float) -> None:
+def _note_window(
+    plan: _Plan, w: int, rate: float, cpu_rate: float, shares: dict[str, float] | None
+) -> None:
     """Append the window's figures to the plan's file (kept if the run is killed)."""
     pending = (w + 1) * plan.window_timers
-    line = {"window": w, "pending": pending, "rate": rate, "cpu_rate": cpu_rate, "at_ms": now_ms()}
+    line = {
+        "window": w,
+        "pending": pending,
+        "rate": rate,
+        "cpu_rate": cpu_rate,
+        "core_shares": shares,
+        "at_ms": now_ms(),
+    }
     with open(plan.windows_path, "a") as f:
         f.write(json.dumps(line) + "\n")
 

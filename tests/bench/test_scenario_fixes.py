@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench.cli import verdict_lines
-from bench.measure import io_write_bytes
+from bench.measure import ThreadClock, core_shares, io_write_bytes
 from bench.runner import run_one
 from bench.scenarios import burst, growth, steady
 from bench.scenarios.common import Context
@@ -111,3 +112,31 @@ def test_growth_gives_the_end_against_the_start_in_cpu_time_too(tmp_path: Path) 
     assert len(cpu) == 6 and all(rate > 0 for rate in cpu)
     expected = sorted(cpu[3:])[1] / sorted(cpu[:3])[1]  # medians of the last and first three
     assert figures["cpu_end_vs_start"] == pytest.approx(expected)
+
+
+def test_growth_records_the_cores_rocksdbs_threads_took_in_each_window(tmp_path: Path) -> None:
+    """Each window says what RocksDB's compaction (``rocksdb:low``) and flush
+    (``rocksdb:high``) threads used of the machine, and how long the writer waited for a
+    core: what explains a window slower than the scheduling thread's CPU allows."""
+    (rocks,) = select_specs(["rocks"])
+    sizes = dataclasses.replace(TINY, growth_targets={200: 3000}, growth_windows=3)
+    figures = growth.run_variant(rocks, Context(sizes, str(tmp_path)), "p200", 200, False, (0, 1))
+    windows = [json.loads(line) for line in (tmp_path / "p200.windows.jsonl").open()]
+    assert [w["core_shares"] for w in windows] == figures["core_shares"]
+    cores = os.cpu_count() or 1
+    for shares in figures["core_shares"]:
+        assert {"rocksdb:low", "rocksdb:high", "waiting"} <= shares.keys()
+        assert all(share >= 0 for share in shares.values())
+        on_cpu = sum(v for k, v in shares.items() if k != "waiting")
+        assert 0 < on_cpu <= cores * 1.05  # the writer ran; no more cores than there are
+
+
+def test_core_shares_divide_each_threads_cpu_seconds_by_the_wall_seconds_between() -> None:
+    before = ThreadClock(at_s=10.0, cpu_s={"rocksdb:low": 1.0, "python": 5.0}, waiting_s=0.5)
+    after = ThreadClock(
+        at_s=12.0, cpu_s={"rocksdb:low": 2.5, "python": 6.8, "late": 0.3}, waiting_s=0.7
+    )
+    shares = core_shares(before, after)
+    assert shares == pytest.approx({"rocksdb:low": 0.75, "python": 0.9, "waiting": 0.1})
+    assert core_shares(None, after) is None
+    assert core_shares(after, before) is None  # no time between them
