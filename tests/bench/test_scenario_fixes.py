@@ -119,7 +119,9 @@ def test_growth_records_the_cores_rocksdbs_threads_took_in_each_window(tmp_path:
     (``rocksdb:high``) threads used of the machine, and how long the writer waited for a
     core: what explains a window slower than the scheduling thread's CPU allows."""
     (rocks,) = select_specs(["rocks"])
-    sizes = dataclasses.replace(TINY, growth_targets={200: 3000}, growth_windows=3)
+    # windows of tenths of a second: the kernel brings a running thread's CPU time up to
+    # date at its ticks (a few ms), which would blur the shares of a window of ms
+    sizes = dataclasses.replace(TINY, growth_targets={200: 60_000}, growth_windows=3)
     figures = growth.run_variant(rocks, Context(sizes, str(tmp_path)), "p200", 200, False, (0, 1))
     windows = [json.loads(line) for line in (tmp_path / "p200.windows.jsonl").open()]
     assert [w["core_shares"] for w in windows] == figures["core_shares"]
