@@ -62,19 +62,20 @@ TASKS_DIR = "/proc/self/task"  # Linux: one directory per thread of this process
 
 @dataclass(frozen=True)
 class ThreadClock:
-    """This process's threads at one instant: CPU seconds by thread name (RocksDB names its
-    compaction threads ``rocksdb:low`` and its flush thread ``rocksdb:high``), and the
-    seconds the calling thread has spent runnable but waiting for a core."""
+    """This process's threads at one instant: each thread's name and CPU seconds by its
+    id (RocksDB names its compaction threads ``rocksdb:low`` and its flush thread
+    ``rocksdb:high``), and the seconds the calling thread has spent runnable but waiting
+    for a core."""
 
     at_s: float
-    cpu_s: dict[str, float]
+    threads: dict[str, tuple[str, float]]  # thread id -> (name, CPU seconds)
     waiting_s: float
 
 
 def thread_clock() -> ThreadClock | None:
     """Read from ``/proc/self/task/*/schedstat``; None where there is none (not Linux)."""
     at_s, me = time.perf_counter(), str(threading.get_native_id())
-    cpu_s: dict[str, float] = {}
+    threads: dict[str, tuple[str, float]] = {}
     waiting_s = None
     try:
         tasks = os.listdir(TASKS_DIR)
@@ -88,26 +89,27 @@ def thread_clock() -> ThreadClock | None:
                 on_cpu_ns, waiting_ns, _ = (int(v) for v in f.read().split())
         except (OSError, ValueError):  # a thread that ended meanwhile; no schedstat
             continue
-        cpu_s[name] = cpu_s.get(name, 0.0) + on_cpu_ns / 1e9
+        threads[tid] = (name, on_cpu_ns / 1e9)
         if tid == me:
             waiting_s = waiting_ns / 1e9
     if waiting_s is None:
         return None
-    return ThreadClock(at_s, cpu_s, waiting_s)
+    return ThreadClock(at_s, threads, waiting_s)
 
 
 def core_shares(before: ThreadClock | None, after: ThreadClock | None) -> dict[str, float] | None:
-    """Between two readings, the cores each thread name used (CPU seconds / wall seconds)
-    and, as ``"waiting"``, the share of the time the calling thread waited for a core.
-    A thread that ended between them is left out (its seconds went with it)."""
+    """Between two readings, the cores the threads of each name used (CPU seconds / wall
+    seconds) and, as ``"waiting"``, the share of the time the calling thread waited for a
+    core. A thread born between them counts from 0; one that ended between them is left
+    out, since its seconds went with it."""
     if before is None or after is None or after.at_s <= before.at_s:
         return None
     wall_s = after.at_s - before.at_s
-    shares = {
-        name: max(0.0, cpu - before.cpu_s.get(name, 0.0)) / wall_s
-        for name, cpu in after.cpu_s.items()
-        if name in before.cpu_s
-    }
+    shares: dict[str, float] = {}
+    for tid, (name, cpu_s) in after.threads.items():
+        earlier = before.threads.get(tid)
+        since_s = earlier[1] if earlier is not None and earlier[0] == name else 0.0
+        shares[name] = shares.get(name, 0.0) + (cpu_s - since_s) / wall_s
     shares["waiting"] = (after.waiting_s - before.waiting_s) / wall_s
     return shares
 

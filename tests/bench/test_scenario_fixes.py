@@ -134,11 +134,21 @@ def test_growth_records_the_cores_rocksdbs_threads_took_in_each_window(tmp_path:
 
 
 def test_core_shares_divide_each_threads_cpu_seconds_by_the_wall_seconds_between() -> None:
-    before = ThreadClock(at_s=10.0, cpu_s={"rocksdb:low": 1.0, "python": 5.0}, waiting_s=0.5)
+    """By thread, then summed by name: a thread that ended between the readings does not
+    pull its name's share down, and one born between them counts from 0."""
+    before = ThreadClock(
+        at_s=10.0,
+        threads={"1": ("python", 5.0), "2": ("rocksdb:low", 1.0), "3": ("rocksdb:low", 9.0)},
+        waiting_s=0.5,
+    )
     after = ThreadClock(
-        at_s=12.0, cpu_s={"rocksdb:low": 2.5, "python": 6.8, "late": 0.3}, waiting_s=0.7
+        at_s=12.0,
+        threads={"1": ("python", 6.8), "2": ("rocksdb:low", 2.5), "4": ("rocksdb:high", 0.3)},
+        waiting_s=0.7,
     )
     shares = core_shares(before, after)
-    assert shares == pytest.approx({"rocksdb:low": 0.75, "python": 0.9, "waiting": 0.1})
+    assert shares == pytest.approx(
+        {"python": 0.9, "rocksdb:low": 0.75, "rocksdb:high": 0.15, "waiting": 0.1}
+    )
     assert core_shares(None, after) is None
     assert core_shares(after, before) is None  # no time between them
