@@ -105,18 +105,22 @@ def _compaction_figures(tickers: dict[str, int]) -> str:
 def growth_slowdown(results: dict[str, Any]) -> dict[str, Any]:
     v = _growth(results).get("p200")
     ratios = [] if v is None else [v["end_vs_start"]]
-    numbers = (
-        []
-        if v is None
-        else [
-            f"p200: {v['rate_start']:,.0f}/s at 0, {v['rate_end']:,.0f}/s at {v['pending_end']:,}"
-        ]
-    )
+    numbers = [] if v is None else [_slowdown_figures("p200", v)]
+    raw = None if v is None else v.get("raw_puts")
+    if raw is not None:
+        numbers.append(_slowdown_figures("raw RocksDB puts of the same timers", raw))
     return _claim(
         "3. writes slow down as the amount stored grows",
         "rocks end/start enqueue rate with 200 B payloads: < 0.7 confirmed, >= 0.7 refuted",
         _verdict(ratios, 0.7, 0.7),
         numbers,
+    )
+
+
+def _slowdown_figures(label: str, v: dict[str, Any]) -> str:
+    return (
+        f"{label}: {v['rate_start']:,.0f}/s at 0, {v['rate_end']:,.0f}/s at "
+        f"{v['pending_end']:,} (end/start {v['end_vs_start']:.2f})"
     )
 
 

@@ -31,10 +31,9 @@ from app.clock import FakeClock
 from app.engine import Engine, EngineSettings
 from bench.systems.base import BenchTimer
 from bench.systems.heap import HeapSystem
-from storage import records
+from bench.systems.raw_puts import open_raw, raw_pair, write_pairs
 from storage.protocol import NewTimer, TimerStore
 from storage.rocks import RocksSettings, RocksTimerStore
-from storage.rocks import keys as layout
 from storage.wheel import WheelSettings, WheelTimerStore
 
 START_MS = 1_700_000_000_000
@@ -58,29 +57,18 @@ def make_batches(count: int) -> list[list[NewTimer]]:
 
 def _raw_pairs(batch: list[NewTimer]) -> list[tuple[bytes, bytes]]:
     """The store's key and record of each timer, encoded as the store would."""
-    return [
-        (
-            layout.timer_key(t.deliver_at_ms, t.topic.encode(), t.id.encode()),
-            records.encode(records.TimerRecord(t.payload, t.headers, START_MS, t.deliver_at_ms)),
-        )
-        for t in batch
-    ]
+    return [raw_pair(t.topic, t.id, t.deliver_at_ms, t.payload, START_MS) for t in batch]
 
 
 def _write_timed(db: rd.Rdict, pairs: list[tuple[bytes, bytes]]) -> float:
     """Seconds to put ``pairs`` into one WriteBatch and write it."""
     started = time.perf_counter()
-    wb = rd.WriteBatch(raw_mode=True)
-    for key, value in pairs:
-        wb.put(key, value)
-    db.write(wb)
+    write_pairs(db, pairs)
     return time.perf_counter() - started
 
 
 def _open_raw(path: str) -> rd.Rdict:
-    options = rd.Options(raw_mode=True)
-    options.create_if_missing(True)
-    return rd.Rdict(path, options)
+    return open_raw(path)[0]
 
 
 def raw_put_rate(batches: list[list[NewTimer]], path: str) -> float:

@@ -9,6 +9,10 @@ client's share only). For the RocksDB store the same runs again
 with BlobDB (key-value separation, ``blob_min_bytes``), and read cost is measured on
 the grown store with and without it: a due scan (timers/s through ``due``; RocksDB
 only, a wheel reads one slot at a time) and random point reads (``get``/s, every store).
+Before each plain RocksDB variant the same timers are grown as plain RocksDB puts of the
+store's keys and records (``raw_puts``, the yardstick the schedule and the burst are
+judged by), so the store's end rate can be read against what RocksDB itself does at that
+size on the same machine in the same run (``end_vs_raw_end``).
 Memory per pending timer: RSS growth over the run (the server's for a peer, this
 process's otherwise) / pending timers at the end.
 """
@@ -17,18 +21,21 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import shutil
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from bench.measure import core_shares, now_ms, rss_bytes, thread_clock
+from bench.measure import core_shares, io_write_bytes, now_ms, rss_bytes, thread_clock
 from bench.scenarios import at_size
 from bench.scenarios.common import Column, Context, chunks, timers
 from bench.systems import SystemSpec
-from bench.systems.base import TOPIC, BenchSystem
+from bench.systems.base import TOPIC, BenchSystem, dir_bytes
 from bench.systems.engine_system import EngineSystem
 from bench.systems.peer import PeerSystem
+from bench.systems.raw_puts import RawPutsSystem
 
 KEY = "growth"
 NUMBER = 6
@@ -51,6 +58,9 @@ def columns(ctx: Context) -> list[Column]:
         Column("rate_start", "rate at 0", "/s", ratio=True),
         Column("rate_end", "rate at end", "/s", ratio=True),
         Column("end_vs_start", "end/start", "x"),
+        Column("raw_puts.rate_end", "raw puts at end", "/s"),
+        Column("raw_puts.end_vs_start", "raw puts end/start", "x"),
+        Column("end_vs_raw_end", "end / raw puts' end", "x"),
         Column("cpu_end_vs_start", "end/start in CPU", "x"),
         Column("memory_per_pending_b", "RSS / pending", "B", better="lower"),
         Column("rate_min", "min window", "/s"),
@@ -115,19 +125,24 @@ class _Plan:
     windows: int
     window_timers: int
     start_ms: int
-    share: tuple[int, int]  # (variants done, variants in all) for the progress fraction
+    share: tuple[int, int]  # (enqueues done, enqueues in all) for the progress fraction
     windows_path: str  # each finished window as a JSON line: what a run cut short leaves
+    rng: random.Random  # due times and payloads: the raw puts get the store's very timers
 
 
 def run_variant(
     spec: SystemSpec, ctx: Context, name: str, size: int, blob: bool, share: tuple[int, int]
 ) -> dict[str, Any]:
+    """One variant grown to its size; then, for a plain RocksDB variant, the same timers
+    as raw puts (``share``: enqueues done before it and in all, for the progress bar)."""
     s = ctx.sizes
     target = spec.size(s.growth_targets[size])
     window = max(1, target // s.growth_windows)
     os.makedirs(ctx.workdir, exist_ok=True)
     windows_path = os.path.join(ctx.workdir, f"{name}.windows.jsonl")
-    plan = _Plan(size, s.growth_windows, window, now_ms(), share, windows_path)
+    raw_rng = random.Random()
+    raw_rng.setstate(ctx.rng.getstate())  # the raw puts get the very timers the store got
+    plan = _Plan(size, s.growth_windows, window, now_ms(), share, windows_path, ctx.rng)
     blob_min = s.growth_blob_min_bytes if blob else None
     system = ctx.open(
         spec,
@@ -137,25 +152,62 @@ def run_variant(
         statistics=spec.family == "rocks",  # compaction byte tickers for claim 2
     )
     try:
-        memory_before = memory_bytes(system)
-        rates, cpu_rates, shares = _enqueue_windows(system, ctx, plan)
-        pending = system.pending()
-        memory_growth = memory_bytes(system) - memory_before
-        out: dict[str, Any] = {
-            "payload_bytes": size,
-            "blob_min_bytes": blob_min,
-            "pending_end": pending,
-            "memory_growth_mb": memory_growth / 2**20,
-            "memory_per_pending_b": memory_growth / pending if pending else None,
-            **_rate_figures(rates, cpu_rates, plan),
-            "core_shares": shares,
-        }
+        out = _grow(system, ctx, plan)
+        out["blob_min_bytes"] = blob_min
         if isinstance(system, EngineSystem):
             out.update(_read_figures(system, spec, ctx, plan))
     finally:
         system.close()
     if isinstance(system, EngineSystem) and at_size.wanted(ctx, size, blob):
         out["at_size"] = at_size.measure(spec, ctx, name)
+    if with_raw_puts(spec, blob):
+        raw_path = os.path.join(ctx.workdir, f"raw-{name}.windows.jsonl")
+        raw_share = (share[0] + 1, share[1])
+        out["raw_puts"] = grow_raw_puts(
+            ctx, replace(plan, share=raw_share, windows_path=raw_path, rng=raw_rng), name
+        )
+        out["end_vs_raw_end"] = out["rate_end"] / out["raw_puts"]["rate_end"]
+    return out
+
+
+def with_raw_puts(spec: SystemSpec, blob: bool) -> bool:
+    """Whether a variant is grown again as raw puts: the RocksDB store's plain variants."""
+    return spec.family == "rocks" and not blob
+
+
+def _grow(system: BenchSystem, ctx: Context, plan: _Plan) -> dict[str, Any]:
+    """The plan's windows on ``system``: rates, memory growth and core shares."""
+    memory_before = memory_bytes(system)
+    rates, cpu_rates, shares = _enqueue_windows(system, ctx, plan)
+    pending = system.pending()
+    memory_growth = memory_bytes(system) - memory_before
+    return {
+        "payload_bytes": plan.payload_bytes,
+        "pending_end": pending,
+        "memory_growth_mb": memory_growth / 2**20,
+        "memory_per_pending_b": memory_growth / pending if pending else None,
+        **_rate_figures(rates, cpu_rates, plan),
+        "core_shares": shares,
+    }
+
+
+def grow_raw_puts(ctx: Context, plan: _Plan, name: str) -> dict[str, Any]:
+    """The plan's timers as plain WriteBatches of the store's keys and records into a
+    RocksDB of default options (``RawPutsSystem``), grown the same way; run after the
+    store, so nothing it leaves in this process's memory counts in the store's figures,
+    and removed at once (its disk is not the scenario's). Its disk writes are reported
+    so the runner leaves them out of the store's (``io_write_bytes``)."""
+    workdir = os.path.join(ctx.workdir, f"raw-{name}")
+    io_before = io_write_bytes()
+    raw = RawPutsSystem(f"raw-{name}", workdir, statistics=True)
+    try:
+        out = _grow(raw, ctx, plan)
+        out["bytes_on_disk"] = dir_bytes(workdir)
+        out["counters"] = raw.counters()
+    finally:
+        raw.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    out["io_write_bytes"] = io_write_bytes() - io_before
     return out
 
 
@@ -178,7 +230,7 @@ def _enqueue_windows(
     2.5M: made at once they would take GBs); only the schedule calls are timed. The CPU
     rate leaves out what the wall rate counts besides the schedule's own work: waiting
     for a core (other processes, RocksDB's background threads) and write stalls."""
-    rng = ctx.rng
+    rng = plan.rng
     rates: list[float] = []
     cpu_rates: list[float] = []
     shares: list[dict[str, float] | None] = []
@@ -267,7 +319,15 @@ def run(spec: SystemSpec, ctx: Context) -> dict[str, Any]:
 
         raise Skip("same enqueue path as its misfire-default twin (the policy acts on delivery)")
     todo = variants(ctx, spec)
+    enqueues = sum(1 + with_raw_puts(spec, blob) for _name, _size, blob in todo)
     result: dict[str, Any] = {"variants": {}}
-    for i, (name, size, blob) in enumerate(todo):
-        result["variants"][name] = run_variant(spec, ctx, name, size, blob, (i, len(todo)))
+    done = 0
+    for name, size, blob in todo:
+        result["variants"][name] = run_variant(spec, ctx, name, size, blob, (done, enqueues))
+        done += 1 + with_raw_puts(spec, blob)
+    raw_io = [
+        v["raw_puts"]["io_write_bytes"] for v in result["variants"].values() if "raw_puts" in v
+    ]
+    if raw_io:
+        result["io_write_bytes_excluded"] = sum(raw_io)
     return result
