@@ -9,10 +9,10 @@ client's share only). For the RocksDB store the same runs again
 with BlobDB (key-value separation, ``blob_min_bytes``), and read cost is measured on
 the grown store with and without it: a due scan (timers/s through ``due``; RocksDB
 only, a wheel reads one slot at a time) and random point reads (``get``/s, every store).
-Before each plain RocksDB variant the same timers are grown as plain RocksDB puts of the
-store's keys and records (``raw_puts``, the yardstick the schedule and the burst are
-judged by), so the store's end rate can be read against what RocksDB itself does at that
-size on the same machine in the same run (``end_vs_raw_end``).
+After each plain RocksDB variant the same timers are grown again as plain RocksDB puts
+of the store's keys and records (``raw_puts``, the yardstick the schedule and the burst
+are judged by), so the store's fall can be read beside RocksDB's own at that size on the
+same machine in the same run (``raw_puts.end_vs_start``, ``end_vs_raw_end``).
 Memory per pending timer: RSS growth over the run (the server's for a peer, this
 process's otherwise) / pending timers at the end.
 """
