@@ -67,14 +67,10 @@ def _write_timed(db: rd.Rdict, pairs: list[tuple[bytes, bytes]]) -> float:
     return time.perf_counter() - started
 
 
-def _open_raw(path: str) -> rd.Rdict:
-    return open_raw(path)[0]
-
-
 def raw_put_rate(batches: list[list[NewTimer]], path: str) -> float:
     """Puts/s of plain WriteBatches of the same keys and values, no store logic."""
     pairs = [_raw_pairs(batch) for batch in batches]
-    db = _open_raw(path)
+    db, _options = open_raw(path)
     try:
         elapsed = sum(_write_timed(db, batch) for batch in pairs)
     finally:
@@ -87,7 +83,7 @@ def raw_put_seconds(count: int, path: str) -> float:
     this machine now, the yardstick the burst is judged by (a ratio, not a wall-clock
     bound). The batches are made one at a time, so a million never sit in memory, and
     only the puts and writes are timed."""
-    db = _open_raw(path)
+    db, _options = open_raw(path)
     try:
         return sum(
             _write_timed(db, _raw_pairs(batch_of(start, min(BATCH, count - start))))

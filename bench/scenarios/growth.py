@@ -339,12 +339,11 @@ def run(spec: SystemSpec, ctx: Context) -> dict[str, Any]:
 
         raise Skip("same enqueue path as its misfire-default twin (the policy acts on delivery)")
     todo = variants(ctx, spec)
-    enqueues = sum(1 + with_raw_puts(spec, blob) for _name, _size, blob in todo)
+    enqueues = [1 + with_raw_puts(spec, blob) for _name, _size, blob in todo]
     result: dict[str, Any] = {"variants": {}}
-    done = 0
-    for name, size, blob in todo:
-        result["variants"][name] = run_variant(spec, ctx, name, size, blob, (done, enqueues))
-        done += 1 + with_raw_puts(spec, blob)
+    for i, (name, size, blob) in enumerate(todo):
+        share = (sum(enqueues[:i]), sum(enqueues))
+        result["variants"][name] = run_variant(spec, ctx, name, size, blob, share)
     raw_io = [
         v["raw_puts"]["io_write_bytes"] for v in result["variants"].values() if "raw_puts" in v
     ]
