@@ -118,9 +118,18 @@ def growth_slowdown(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def _slowdown_figures(label: str, v: dict[str, Any]) -> str:
+    """The rates at 0 and at the end; and, where the run measured it, how fast the
+    writing core ran identical work at the end, and the ratio at the start's core speed."""
+    made = v.get("made_end_vs_start")
+    core = (
+        ""
+        if made is None
+        else f"; the core ran identical work at {made:.2f} of its start speed: "
+        f"{v['end_vs_start_same_core']:.2f} at the start's speed"
+    )
     return (
         f"{label}: {v['rate_start']:,.0f}/s at 0, {v['rate_end']:,.0f}/s at "
-        f"{v['pending_end']:,} (end/start {v['end_vs_start']:.2f})"
+        f"{v['pending_end']:,} (end/start {v['end_vs_start']:.2f}{core})"
     )
 
 

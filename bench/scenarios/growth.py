@@ -5,7 +5,10 @@ them) are scheduled in windows; each window's rate is recorded with the pending 
 at its end. The figure is the rate near the end against the rate at the start (median
 of the first and of the last three windows); beside it the same ratio in the
 scheduling thread's CPU time, which a busy machine does not move (for a peer it is the
-client's share only). For the RocksDB store the same runs again
+client's share only). The same thread's CPU time making each window's timers, work that
+is identical at every size, gives the writing core's own speed at the end against the
+start (``made_end_vs_start``: host noise moves it, the store cannot), and the end/start
+at the start's core speed (``end_vs_start_same_core``). For the RocksDB store the same runs again
 with BlobDB (key-value separation, ``blob_min_bytes``), and read cost is measured on
 the grown store with and without it: a due scan (timers/s through ``due``; RocksDB
 only, a wheel reads one slot at a time) and random point reads (``get``/s, every store).
@@ -26,7 +29,7 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.measure import core_shares, io_write_bytes, now_ms, rss_bytes, thread_clock
@@ -63,6 +66,8 @@ def columns(ctx: Context) -> list[Column]:
         Column("raw_puts.end_vs_start", "raw puts end/start", "x"),
         Column("end_vs_raw_end", "end / raw puts' end", "x"),
         Column("cpu_end_vs_start", "end/start in CPU", "x"),
+        Column("made_end_vs_start", "core speed end/start", "x"),
+        Column("end_vs_start_same_core", "end/start at start's core speed", "x"),
         Column("memory_per_pending_b", "RSS / pending", "B", better="lower"),
         Column("rate_min", "min window", "/s"),
         Column("rate_max", "max window", "/s"),
@@ -179,7 +184,7 @@ def with_raw_puts(spec: SystemSpec, blob: bool) -> bool:
 def _grow(system: BenchSystem, ctx: Context, plan: _Plan) -> dict[str, Any]:
     """The plan's windows on ``system``: rates, memory growth and core shares."""
     memory_before = memory_bytes(system)
-    rates, cpu_rates, shares = _enqueue_windows(system, ctx, plan)
+    windows = _enqueue_windows(system, ctx, plan)
     pending = system.pending()
     memory_growth = memory_bytes(system) - memory_before
     return {
@@ -187,8 +192,8 @@ def _grow(system: BenchSystem, ctx: Context, plan: _Plan) -> dict[str, Any]:
         "pending_end": pending,
         "memory_growth_mb": memory_growth / 2**20,
         "memory_per_pending_b": memory_growth / pending if pending else None,
-        **_rate_figures(rates, cpu_rates, plan),
-        "core_shares": shares,
+        **_rate_figures(windows, plan),
+        "core_shares": windows.shares,
     }
 
 
@@ -219,45 +224,64 @@ def memory_bytes(system: BenchSystem) -> int:
     return rss_bytes()
 
 
-def _enqueue_windows(
-    system: BenchSystem, ctx: Context, plan: _Plan
-) -> tuple[list[float], list[float], list[dict[str, float] | None]]:
+@dataclass
+class _Windows:
+    """Each window's figures, in order: the schedule's wall rate and CPU rate (timers per
+    second of ``time.thread_time``), the CPU rate of making its timers (the same work in
+    every window: the core's own speed), and the cores each thread name used."""
+
+    rates: list[float] = field(default_factory=list)
+    cpu_rates: list[float] = field(default_factory=list)
+    made_cpu_rates: list[float] = field(default_factory=list)
+    shares: list[dict[str, float] | None] = field(default_factory=list)
+
+
+def _enqueue_windows(system: BenchSystem, ctx: Context, plan: _Plan) -> _Windows:
     """Schedules the plan's windows one after the other; each window's rate (timers/s),
-    its rate per CPU second of this thread (timers/s of ``time.thread_time``), and the
-    cores each thread name of this process used over the window (``core_shares``: where
-    RocksDB's compaction and flush threads took the machine's cores from the writer).
+    its rate per CPU second of this thread, and the cores each thread name of this
+    process used over the window (``core_shares``: where RocksDB's compaction and flush
+    threads took the machine's cores from the writer).
 
     A window's timers are made in slices of at most ``SLICE`` (a 100M run has windows of
     2.5M: made at once they would take GBs); only the schedule calls are timed. The CPU
     rate leaves out what the wall rate counts besides the schedule's own work: waiting
-    for a core (other processes, RocksDB's background threads) and write stalls."""
-    rng = plan.rng
-    rates: list[float] = []
-    cpu_rates: list[float] = []
-    shares: list[dict[str, float] | None] = []
+    for a core (other processes, RocksDB's background threads) and write stalls. Making
+    the slices is timed apart in CPU time: Python work that does not change with the
+    store's size, interleaved with the schedule on the same thread, so its rate follows
+    the core's speed through the run."""
+    out = _Windows()
     for w in range(plan.windows):
         clock = thread_clock()
         first = w * plan.window_timers
-        elapsed = cpu_s = 0.0
+        elapsed = cpu_s = made_cpu_s = 0.0
         for start in range(first, first + plan.window_timers, SLICE):
             count = min(SLICE, first + plan.window_timers - start)
-            items = timers(
-                "g",
-                start,
-                count,
-                lambda _i: plan.start_ms + DAY_MS + rng.randrange(30 * DAY_MS),
-                plan.payload_bytes,
-                rng,
-            )
+            made_from = time.thread_time()
+            items = _make_slice(plan, start, count)
+            made_cpu_s += time.thread_time() - made_from
             took_s, took_cpu_s = _timed_schedule(system, items, ctx.sizes.batch, plan.start_ms)
             elapsed += took_s
             cpu_s += took_cpu_s
-        rates.append(plan.window_timers / elapsed)
-        cpu_rates.append(plan.window_timers / max(cpu_s, 1e-9))
-        shares.append(core_shares(clock, thread_clock()))
-        _note_window(plan, w, rates[-1], cpu_rates[-1], shares[-1])
+        out.rates.append(plan.window_timers / elapsed)
+        out.cpu_rates.append(plan.window_timers / max(cpu_s, 1e-9))
+        out.made_cpu_rates.append(plan.window_timers / max(made_cpu_s, 1e-9))
+        out.shares.append(core_shares(clock, thread_clock()))
+        _note_window(plan, w, out)
         ctx.progress((plan.share[0] + (w + 1) / plan.windows) / plan.share[1])
-    return rates, cpu_rates, shares
+    return out
+
+
+def _make_slice(plan: _Plan, start: int, count: int) -> list[BenchTimer]:
+    """``count`` timers from ``start``, due at random over 30 days from a day ahead."""
+    rng = plan.rng
+    return timers(
+        "g",
+        start,
+        count,
+        lambda _i: plan.start_ms + DAY_MS + rng.randrange(30 * DAY_MS),
+        plan.payload_bytes,
+        rng,
+    )
 
 
 def _timed_schedule(
@@ -281,27 +305,32 @@ def _timed(call: Callable[[Any], None], parts: list[Any]) -> tuple[float, float]
     return time.perf_counter() - t0, time.thread_time() - cpu0
 
 
-def _note_window(
-    plan: _Plan, w: int, rate: float, cpu_rate: float, shares: dict[str, float] | None
-) -> None:
+def _note_window(plan: _Plan, w: int, windows: _Windows) -> None:
     """Append the window's figures to the plan's file (kept if the run is killed)."""
-    pending = (w + 1) * plan.window_timers
     line = {
         "window": w,
-        "pending": pending,
-        "rate": rate,
-        "cpu_rate": cpu_rate,
-        "core_shares": shares,
+        "pending": (w + 1) * plan.window_timers,
+        "rate": windows.rates[w],
+        "cpu_rate": windows.cpu_rates[w],
+        "made_cpu_rate": windows.made_cpu_rates[w],
+        "core_shares": windows.shares[w],
         "at_ms": now_ms(),
     }
     with open(plan.windows_path, "a") as f:
         f.write(json.dumps(line) + "\n")
 
 
-def _rate_figures(rates: list[float], cpu_rates: list[float], plan: _Plan) -> dict[str, Any]:
+def _rate_figures(windows: _Windows, plan: _Plan) -> dict[str, Any]:
     """Each window's rate with the pending count at its end, and the end against the start
-    (by the same rule in CPU time: what the schedule's own work did as the store grew)."""
+    (by the same rule in CPU time: what the schedule's own work did as the store grew).
+
+    ``made_end_vs_start`` is the same rule applied to making the timers, which is the
+    same work at every size: how fast the writing core itself ran at the end against the
+    start. Dividing the wall end/start by it (``end_vs_start_same_core``) takes out only
+    the core's own speed; waiting for a core and write stalls still count."""
+    rates, cpu_rates = windows.rates, windows.cpu_rates
     rate_start, rate_end = _edge(rates, last=False), _edge(rates, last=True)
+    made = _edge(windows.made_cpu_rates, last=True) / _edge(windows.made_cpu_rates, last=False)
     return {
         "window_timers": plan.window_timers,
         "rates": rates,
@@ -313,6 +342,9 @@ def _rate_figures(rates: list[float], cpu_rates: list[float], plan: _Plan) -> di
         "end_vs_start": rate_end / rate_start,
         "cpu_rates": cpu_rates,
         "cpu_end_vs_start": _edge(cpu_rates, last=True) / _edge(cpu_rates, last=False),
+        "made_cpu_rates": windows.made_cpu_rates,
+        "made_end_vs_start": made,
+        "end_vs_start_same_core": rate_end / rate_start / made,
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,7 @@ def test_growth_leaves_each_finished_window_on_disk(tmp_path: Path) -> None:
     assert [w["pending"] for w in windows] == [1000, 2000, 3000]
     assert [w["rate"] for w in windows] == figures["rates"]
     assert [w["cpu_rate"] for w in windows] == figures["cpu_rates"]
+    assert [w["made_cpu_rate"] for w in windows] == figures["made_cpu_rates"]
 
 
 def test_growth_gives_the_end_against_the_start_in_cpu_time_too(tmp_path: Path) -> None:
@@ -112,6 +114,37 @@ def test_growth_gives_the_end_against_the_start_in_cpu_time_too(tmp_path: Path) 
     assert len(cpu) == 6 and all(rate > 0 for rate in cpu)
     expected = sorted(cpu[3:])[1] / sorted(cpu[:3])[1]  # medians of the last and first three
     assert figures["cpu_end_vs_start"] == pytest.approx(expected)
+    made = figures["made_cpu_rates"]
+    assert len(made) == 6 and all(rate > 0 for rate in made)
+    made_ratio = sorted(made[3:])[1] / sorted(made[:3])[1]
+    assert figures["made_end_vs_start"] == pytest.approx(made_ratio)
+    assert figures["end_vs_start_same_core"] == pytest.approx(figures["end_vs_start"] / made_ratio)
+
+
+def test_the_core_speed_figure_leaves_the_schedules_own_slowing_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The core's speed is read from making the timers, never from the schedule: a store
+    whose schedule costs 25 times more CPU at the end than at the start falls in
+    ``cpu_end_vs_start``, while making the timers, the same work, does not."""
+    scheduled = growth._timed_schedule
+    calls = []
+
+    def slowing(system: Any, items: Any, batch: int, now_ms_: int) -> tuple[float, float]:
+        calls.append(len(items))
+        wall_from, cpu_from = time.perf_counter(), time.thread_time()
+        while time.thread_time() < cpu_from + 0.005 * len(calls) ** 2:  # 5 ms to 180 ms
+            pass
+        scheduled(system, items, batch, now_ms_)
+        return time.perf_counter() - wall_from, time.thread_time() - cpu_from
+
+    monkeypatch.setattr(growth, "_timed_schedule", slowing)
+    (heap,) = select_specs(["heap"])
+    sizes = dataclasses.replace(TINY, growth_targets={200: 6000}, growth_windows=6)
+    figures = growth.run_variant(heap, Context(sizes, str(tmp_path)), "p200", 200, False, (0, 1))
+    assert calls == [1000] * 6  # one slice a window
+    assert figures["cpu_end_vs_start"] < 0.25  # medians 20 ms and 125 ms of burning
+    assert figures["made_end_vs_start"] > 2 * figures["cpu_end_vs_start"]
 
 
 def test_growth_records_the_cores_rocksdbs_threads_took_in_each_window(tmp_path: Path) -> None:
