@@ -4,11 +4,12 @@ Timers due at random times over 30 days (unsorted keys: RocksDB must sort and co
 them) are scheduled in windows; each window's rate is recorded with the pending count
 at its end. The figure is the rate near the end against the rate at the start (median
 of the first and of the last three windows); beside it the same ratio in the
-scheduling thread's CPU time, which a busy machine does not move (for a peer it is the
-client's share only). The same thread's CPU time making each window's timers, work that
-is identical at every size, gives the writing core's own speed at the end against the
-start (``made_end_vs_start``: host noise moves it, the store cannot), and the end/start
-at the start's core speed (``end_vs_start_same_core``). For the RocksDB store the same runs again
+scheduling thread's CPU time, which leaves out waiting for a core and write stalls (for
+a peer it is the client's share only). The same thread's CPU time making each window's
+timers, work that is identical at every size, gives the writing core's own speed at the
+end against the start (``made_end_vs_start``: it moves with the core, not with the
+store's work), and the end/start at the start's core speed
+(``end_vs_start_same_core``). For the RocksDB store the same runs again
 with BlobDB (key-value separation, ``blob_min_bytes``), and read cost is measured on
 the grown store with and without it: a due scan (timers/s through ``due``; RocksDB
 only, a wheel reads one slot at a time) and random point reads (``get``/s, every store).
