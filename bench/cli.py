@@ -78,7 +78,7 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="take the growth scenario (200 B payloads) to N pending timers, e.g. 100000000 "
         "(hours at 100M; the disk needs about 270 B per timer with 200 B payloads, twice "
-        "that while the raw puts grown beside it for comparison run after it)",
+        "that while the raw puts of the same timers, grown after it for comparison, run)",
     )
     p.add_argument(
         "--growth-payloads",

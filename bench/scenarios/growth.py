@@ -98,6 +98,10 @@ def _edge(rates: list[float], last: bool) -> float:
     return statistics.median(rates[-k:] if last else rates[:k])
 
 
+def _end_vs_start(rates: list[float]) -> float:
+    return _edge(rates, last=True) / _edge(rates, last=False)
+
+
 def read_cost(
     system: EngineSystem, ctx: Context, far_ms: int, ids: list[str], scan: bool
 ) -> dict[str, Any]:
@@ -329,9 +333,9 @@ def _rate_figures(windows: _Windows, plan: _Plan) -> dict[str, Any]:
     same work at every size: how fast the writing core itself ran at the end against the
     start. Dividing the wall end/start by it (``end_vs_start_same_core``) takes out only
     the core's own speed; waiting for a core and write stalls still count."""
-    rates, cpu_rates = windows.rates, windows.cpu_rates
+    rates = windows.rates
     rate_start, rate_end = _edge(rates, last=False), _edge(rates, last=True)
-    made = _edge(windows.made_cpu_rates, last=True) / _edge(windows.made_cpu_rates, last=False)
+    made = _end_vs_start(windows.made_cpu_rates)
     return {
         "window_timers": plan.window_timers,
         "rates": rates,
@@ -341,8 +345,8 @@ def _rate_figures(windows: _Windows, plan: _Plan) -> dict[str, Any]:
         "rate_min": min(rates),
         "rate_max": max(rates),
         "end_vs_start": rate_end / rate_start,
-        "cpu_rates": cpu_rates,
-        "cpu_end_vs_start": _edge(cpu_rates, last=True) / _edge(cpu_rates, last=False),
+        "cpu_rates": windows.cpu_rates,
+        "cpu_end_vs_start": _end_vs_start(windows.cpu_rates),
         "made_cpu_rates": windows.made_cpu_rates,
         "made_end_vs_start": made,
         "end_vs_start_same_core": rate_end / rate_start / made,
